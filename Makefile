@@ -1,0 +1,34 @@
+# The two commands of README.md:
+#   make bench   set up, build the default dataset, run the default experiment
+#   make test    set up, run the test suite and linters
+PY := .venv/bin/python
+DATA_DIR ?= .data
+EXPERIMENT ?= quickstart
+
+.PHONY: setup data bench test lint gpu-check setup-vllm clean-cache
+
+setup:
+	scripts/setup.sh
+
+data: setup
+	$(PY) -m bench.data.foldoc build --out $(DATA_DIR)/foldoc
+
+bench: data
+	HF_HUB_OFFLINE=1 $(PY) -m bench +experiment=$(EXPERIMENT)
+
+test: setup
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+	$(MAKE) --no-print-directory lint
+
+lint:
+	.venv/bin/ruff check bench kernels tests scripts
+	.venv/bin/mypy bench kernels/bench_kernels
+
+gpu-check: setup
+	scripts/gpu_check.sh
+
+setup-vllm:
+	VENV=.venv-vllm EXTRAS=vllm scripts/setup.sh
+
+clean-cache:
+	rm -rf .cache/bench

@@ -1,0 +1,80 @@
+"""Hydra wiring and the error boundary.
+
+User errors (``BenchError``: bad config value, malformed input, missing extra, missing GPU)
+and Hydra/OmegaConf composition errors (unknown key, wrong type, unknown option) are printed
+as ONE line on stderr and exit with code 2. Anything else is a bug in bench and keeps its
+traceback. Release-gate failures exit 3.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from bench.config.schema import register
+from bench.errors import BenchError
+
+CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+
+log = logging.getLogger("bench")
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+def _hydra_entry(cfg: DictConfig) -> None:
+    from bench.pipeline.run import run  # heavy imports after argument parsing
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        result = run(cfg, run_dir)
+    except BenchError as exc:
+        print(f"bench: error: {exc.one_line()}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    if result.exit_code:
+        for gate in result.failed_gates:
+            print(f"bench: gate failed: {gate}", file=sys.stderr)
+        sys.exit(result.exit_code)
+
+
+def _config_error_line(exc: BaseException) -> str | None:
+    """One line for a Hydra/OmegaConf composition error, or None if exc is not one."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and len(chain) < 8:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    if not any(isinstance(e, HydraException | OmegaConfBaseException) for e in chain):
+        return None
+    omega = next((e for e in chain if isinstance(e, OmegaConfBaseException)), None)
+    key = getattr(omega, "full_key", None) if omega is not None else None
+    first = (str(omega) if omega is not None else str(exc)).strip().splitlines()
+    msg = first[0] if first else type(exc).__name__
+    if key:
+        return f"config key {key}: {msg}"
+    return " ".join(str(exc).split()) if omega is None else msg
+
+
+def main() -> None:
+    register()
+    user_wants_trace = "HYDRA_FULL_ERROR" in os.environ
+    # Let composition errors reach us instead of Hydra's multi-line report with exit 1.
+    os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+    try:
+        _hydra_entry()
+    except BenchError as exc:
+        print(f"bench: error: {exc.one_line()}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except Exception as exc:
+        line = _config_error_line(exc)
+        if line is None or user_wants_trace:
+            raise
+        print(f"bench: config error: {line}", file=sys.stderr)
+        sys.exit(2)

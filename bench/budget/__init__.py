@@ -1,0 +1,1 @@
+"""Budgets: probe a query sample first, prune configs (and their subtrees) that cannot fit."""

@@ -1,0 +1,1 @@
+"""Content-addressed artifact cache shared by every stage (and by every worker of a sweep)."""

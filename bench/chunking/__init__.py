@@ -1,0 +1,1 @@
+"""Stage `chunking`: split documents into retrievable chunks that keep their provenance."""

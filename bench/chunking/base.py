@@ -1,0 +1,105 @@
+"""Records and Protocol of the `chunking` stage.
+
+A ``ChunkTable`` is columnar: chunk i belongs to document ``doc_idx[i]`` (row in
+``Dataset.documents``) and covers ``[start_char[i], end_char[i])`` of ``chunk_text_field(doc)``
+(title line + body), so
+every chunk is traceable to its source. Token counts use the EMBEDDER's tokenizer.
+
+Adding a chunker: implement ``Chunker`` (keyword-only constructor options; raise
+``OptionError`` for bad values), set ``uses_tokenizer`` and add ``conf/chunker/<name>.yaml``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench.data.base import Document
+
+CHUNKS_SCHEMA = pa.schema(
+    [
+        pa.field("doc_idx", pa.int32(), nullable=False),
+        pa.field("start_char", pa.int32(), nullable=False),
+        pa.field("end_char", pa.int32(), nullable=False),
+        pa.field("n_tokens", pa.int32(), nullable=False),
+        pa.field("section", pa.string(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class ChunkTable:
+    doc_idx: np.ndarray  # int32 [n_chunks]
+    start_char: np.ndarray  # int32
+    end_char: np.ndarray  # int32
+    n_tokens: np.ndarray  # int32, embedder tokens (no special tokens)
+    section: tuple[str, ...]  # section path ("" when the source has none)
+    text: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.text)
+
+    def save(self, path: Path) -> None:
+        table = pa.table(
+            {
+                "doc_idx": pa.array(self.doc_idx, pa.int32()),
+                "start_char": pa.array(self.start_char, pa.int32()),
+                "end_char": pa.array(self.end_char, pa.int32()),
+                "n_tokens": pa.array(self.n_tokens, pa.int32()),
+                "section": pa.array(self.section, pa.string()),
+                "text": pa.array(self.text, pa.string()),
+            },
+            schema=CHUNKS_SCHEMA,
+        )
+        pq.write_table(table, path)
+
+    @classmethod
+    def load(cls, path: Path) -> ChunkTable:
+        t = pq.read_table(path, schema=CHUNKS_SCHEMA)
+        return cls(
+            doc_idx=t["doc_idx"].to_numpy(),
+            start_char=t["start_char"].to_numpy(),
+            end_char=t["end_char"].to_numpy(),
+            n_tokens=t["n_tokens"].to_numpy(),
+            section=tuple(t["section"].to_pylist()),
+            text=tuple(t["text"].to_pylist()),
+        )
+
+
+class Tokenizer(Protocol):
+    """The embedder's tokenizer, as chunkers need it."""
+
+    @property
+    def name(self) -> str:
+        """Identity of the tokenizer (goes into cache keys)."""
+        ...
+
+    def offsets(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Per text, an int array [n_tokens, 2] of (start_char, end_char), no special tokens."""
+        ...
+
+
+class Chunker(Protocol):
+    """Splits documents into chunks. ``uses_tokenizer``: chunk boundaries depend on tokens."""
+
+    uses_tokenizer: ClassVar[bool]
+
+    def cache_params(self) -> dict[str, object]:
+        """The options that change the output (go into the cache key)."""
+        ...
+
+    def chunk(self, documents: Sequence[Document], *, tokenizer: Tokenizer) -> ChunkTable:
+        """Chunk every document; every document yields >= 1 chunk unless its text is empty."""
+        ...
+
+
+def chunk_text_field(doc: Document) -> str:
+    """The text a chunker sees: the title on its own line, then the body (title helps recall)."""
+    return f"{doc.title}\n{doc.text}" if doc.title else doc.text

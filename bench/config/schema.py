@@ -1,0 +1,91 @@
+"""Top-level structured-config schema, registered in Hydra's ConfigStore as `base_config`.
+
+The top level is typed here (OmegaConf rejects an unknown top-level key or a wrong type at
+compose time). Stage groups are typed ``Any`` because each option's schema is the signature of
+its ``_target_`` class: ``bench.config.build`` checks option names and types against that
+signature, so a component is declared in exactly one place (its constructor).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+#: Every stage group, in data-flow order. conf/config.yaml's defaults list names each one.
+STAGE_GROUPS = (
+    "dataset",
+    "chunker",
+    "embedder",
+    "index",
+    "retriever",
+    "reranker",
+    "generator",
+    "judge",
+    "telemetry",
+    "budget",
+    "report",
+)
+
+DEFAULT_METRICS = [
+    "ndcg@10",
+    "recall@10",
+    "recall@100",
+    "precision@10",
+    "hit_rate@10",
+    "mrr",
+    "map",
+]
+
+
+@dataclass
+class MetricsConfig:
+    #: metric names understood by bench.metrics.registry (ndcg@K, recall@K, mrr, map, ...)
+    names: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
+    #: a doc is relevant when its grade >= relevance_level
+    relevance_level: int = 1
+    bootstrap_resamples: int = 1000
+    confidence: float = 0.95
+    #: traffic weights per category for the weighted average (empty: category frequency)
+    category_weights: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class GateConfig:
+    """A release gate: the run exits 3 when `metric` (mean over `scope`) breaks the bound."""
+
+    metric: str = MISSING
+    scope: str = "all"
+    min: float | None = None
+    max: float | None = None
+    #: gate on the CI bound (ci_low for min, ci_high for max) rather than the mean
+    use_ci_bound: bool = False
+
+
+@dataclass
+class BenchConfig:
+    experiment_name: str = "default"
+    #: auto | cpu | cuda. cuda without a GPU is an error, never a silent fallback.
+    device: str = "auto"
+    seed: int = 0
+    #: content-addressed artifact cache; point several machines at one shared path for sweeps
+    cache_dir: str = ".cache/bench"
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    gates: list[GateConfig] = field(default_factory=list)
+    dataset: Any = MISSING
+    chunker: Any = MISSING
+    embedder: Any = MISSING
+    index: Any = MISSING
+    retriever: Any = MISSING
+    reranker: Any = MISSING
+    generator: Any = MISSING
+    judge: Any = MISSING
+    telemetry: Any = MISSING
+    budget: Any = MISSING
+    report: Any = MISSING
+
+
+def register() -> None:
+    ConfigStore.instance().store(name="base_config", node=BenchConfig)

@@ -1,0 +1,1 @@
+"""Stage `data`: load a benchmark (corpus + golden queries + qrels) into a ``Dataset``."""

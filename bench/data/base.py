@@ -1,0 +1,98 @@
+"""Records and Protocol of the `data` stage.
+
+A dataset is a corpus of ``Document`` s and a set of golden ``Query`` s with graded qrels.
+Everything downstream refers to documents by their int32 row index in ``Dataset.documents``
+(``doc_idx``) so kernels can work on flat numpy arrays; external string ids stay here.
+
+Adding a source: write a class with a ``load() -> Dataset`` method (keyword-only constructor
+options, validated by the config schema), put it in this package, and add
+``conf/dataset/<name>.yaml`` with ``_target_`` pointing at it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Protocol
+
+#: Query categories used by the built-in FOLDOC benchmark. User data may use any string.
+CATEGORIES = ("exact_lookup", "semantic_lookup", "multi_doc", "unanswerable")
+
+
+@dataclass(frozen=True)
+class Document:
+    """One corpus document. ``allowed_roles`` empty means visible to every caller."""
+
+    doc_id: str
+    text: str
+    title: str = ""
+    tags: tuple[str, ...] = ()
+    allowed_roles: tuple[str, ...] = ()
+    tenant: str = ""
+
+
+@dataclass(frozen=True)
+class Query:
+    """One golden query.
+
+    ``qrels`` holds (doc_id, grade) pairs, grade >= 1 meaning relevant at the default
+    relevance level. ``must_abstain`` queries have no relevant document in the corpus.
+    ``allowed_roles`` are the CALLER's roles (empty: the caller is not role-restricted).
+    """
+
+    query_id: str
+    text: str
+    category: str = "default"
+    qrels: tuple[tuple[str, int], ...] = ()
+    required_claims: tuple[str, ...] = ()
+    must_abstain: bool = False
+    allowed_roles: tuple[str, ...] = ()
+    as_of: str | None = None
+    expected_answer: str | None = None
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A loaded benchmark. ``fingerprint`` is a content hash: it keys every downstream cache."""
+
+    name: str
+    documents: tuple[Document, ...]
+    queries: tuple[Query, ...]
+    fingerprint: str = field(default="")
+
+    def __post_init__(self) -> None:
+        if not self.fingerprint:
+            object.__setattr__(self, "fingerprint", fingerprint(self.documents, self.queries))
+
+    @property
+    def doc_ids(self) -> list[str]:
+        return [d.doc_id for d in self.documents]
+
+    def doc_index(self) -> dict[str, int]:
+        """External doc id -> doc_idx (row in ``documents``)."""
+        return {d.doc_id: i for i, d in enumerate(self.documents)}
+
+
+def fingerprint(documents: tuple[Document, ...], queries: tuple[Query, ...]) -> str:
+    """sha256 over a canonical serialisation of every document and query field."""
+    h = hashlib.sha256()
+    for d in documents:
+        h.update(json.dumps([d.doc_id, d.title, d.text, d.tags, d.allowed_roles, d.tenant],
+                            ensure_ascii=False).encode())
+        h.update(b"\x00")
+    h.update(b"\x01queries\x01")
+    for q in queries:
+        h.update(json.dumps([q.query_id, q.text, q.category, q.qrels, q.required_claims,
+                             q.must_abstain, q.allowed_roles, q.as_of, q.expected_answer],
+                            ensure_ascii=False).encode())
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+class DatasetSource(Protocol):
+    """Loads a benchmark. Bad rows raise ``bench.errors.InputError`` naming file:line."""
+
+    def load(self) -> Dataset:
+        """Read (or build) the dataset and return it; never silently skip a bad row."""
+        ...

@@ -1,0 +1,1 @@
+"""Stage `embedding`: texts -> L2-normalised float32 vectors, batched, streamed to disk."""

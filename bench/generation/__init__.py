@@ -1,0 +1,1 @@
+"""Stage `generation`: answers from retrieved context (vLLM engine or server, CPU backend)."""

@@ -1,0 +1,62 @@
+"""Records and Protocols of the `index` stage.
+
+Build settings are apart from query settings (ann-benchmarks' args vs query_args): a
+``VectorIndex`` is configured with BUILD options, ``build`` returns a ``BuiltIndex`` that is
+cached on disk, and ``search`` takes QUERY options (efSearch, nprobe, ...) so a sweep over
+them reuses one built index.
+
+Adding an index: implement ``VectorIndex`` and ``BuiltIndex`` in a module here, add
+``conf/index/<name>.yaml``. Device-specific imports (faiss GPU resources) stay in the module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Top-k per query: ``ids`` int64 [n_q, k] (-1 = no result), ``scores`` float32 [n_q, k]."""
+
+    ids: np.ndarray
+    scores: np.ndarray
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    build_s: float
+    index_bytes: int
+    n_vectors: int
+    dim: int
+
+
+class BuiltIndex(Protocol):
+    def search(
+        self, queries: np.ndarray, k: int, params: Mapping[str, int | float]
+    ) -> SearchResult:
+        """Search float32 [n_q, dim] queries; higher score = more similar."""
+        ...
+
+    def save(self, directory: Path) -> None: ...
+
+
+class VectorIndex(Protocol):
+    #: True when search returns the exact top-k (the reference for ANN recall)
+    exact: bool
+
+    def cache_params(self) -> dict[str, object]:
+        """Build options (go into the index artifact's cache key)."""
+        ...
+
+    def query_params(self) -> list[dict[str, int | float]]:
+        """The query-time settings to sweep on the built index ([{}] when none)."""
+        ...
+
+    def build(self, vectors: np.ndarray) -> tuple[BuiltIndex, BuildInfo]: ...
+
+    def load(self, directory: Path) -> BuiltIndex: ...

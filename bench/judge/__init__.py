@@ -1,0 +1,1 @@
+"""Stage `judge`: deterministic checks first, then schema-guided LLM judges."""

@@ -1,0 +1,1 @@
+"""Plan and run an experiment: cached stage nodes, results, report, gates."""

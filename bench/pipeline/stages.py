@@ -1,0 +1,205 @@
+"""Cached stage nodes. Each function resolves one node through the artifact store.
+
+A node's key = hash(stage name, STAGE_VERSIONS[stage], its own semantic params, upstream
+keys); the dataset fingerprint enters through the first node. Bump a stage's version when its
+code changes what it produces, so stale artifacts are never reused.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench.cache.store import ArtifactStore
+from bench.chunking.base import Chunker, ChunkTable
+from bench.data.base import Dataset
+from bench.embedding.base import Embedder, EmbeddingStats
+from bench.index.base import BuildInfo, BuiltIndex, VectorIndex
+from bench.retrieval.base import Hits
+from bench.retrieval.dense import DenseRetriever
+from bench.telemetry.base import StageTiming, TimingLog
+
+STAGE_VERSIONS = {
+    "chunk": "1",
+    "embed_docs": "1",
+    "embed_queries": "1",
+    "index": "1",
+    "retrieve": "1",
+}
+
+_SAMPLE_SCHEMA = pa.schema(
+    [
+        pa.field("stage", pa.string()),
+        pa.field("sample_kind", pa.string()),
+        pa.field("n_items", pa.int64()),
+        pa.field("wall_ms", pa.float64()),
+        pa.field("device", pa.string()),
+    ]
+)
+
+
+def save_timings(samples: list[StageTiming], path: Path) -> None:
+    cols = {f.name: [getattr(s, f.name) for s in samples] for f in _SAMPLE_SCHEMA}
+    pq.write_table(pa.table(cols, schema=_SAMPLE_SCHEMA), path)
+
+
+def load_timings(path: Path, *, from_cache: bool) -> list[StageTiming]:
+    rows = pq.read_table(path, schema=_SAMPLE_SCHEMA).to_pylist()
+    return [StageTiming(**r, from_cache=from_cache) for r in rows]
+
+
+@dataclass(frozen=True)
+class Node:
+    """What a resolved node hands downstream: its key, hit flag and timing samples."""
+
+    key: str
+    hit: bool
+    timings: tuple[StageTiming, ...]
+
+
+def chunk_node(
+    store: ArtifactStore, dataset: Dataset, chunker: Chunker, embedder: Embedder, device: str
+) -> tuple[ChunkTable, Node]:
+    params: dict[str, object] = {"chunker": chunker.cache_params(), "kind": type(chunker).__name__}
+    if chunker.uses_tokenizer:
+        params["tokenizer"] = embedder.tokenizer.name
+
+    def compute(tmp: Path) -> None:
+        log = TimingLog("chunk", device="cpu")
+        with log.measure("total", len(dataset.documents)):
+            table = chunker.chunk(dataset.documents, tokenizer=embedder.tokenizer)
+        table.save(tmp / "chunks.parquet")
+        save_timings(log.samples, tmp / "timings.parquet")
+
+    (table, timings), key, hit = store.resolve(
+        "chunk",
+        version=STAGE_VERSIONS["chunk"],
+        params=params,
+        upstream=[dataset.fingerprint],
+        compute=compute,
+        load=lambda d: (
+            ChunkTable.load(d / "chunks.parquet"),
+            load_timings(d / "timings.parquet", from_cache=True),
+        ),
+    )
+    return table, Node(key, hit, tuple(_mark(timings, hit)))
+
+
+def _mark(timings: list[StageTiming], hit: bool) -> list[StageTiming]:
+    """Samples loaded right after computing are this run's own measurements."""
+    if hit:
+        return timings
+    return [StageTiming(t.stage, t.sample_kind, t.n_items, t.wall_ms, t.device, False)
+            for t in timings]
+
+
+def embed_node(
+    store: ArtifactStore,
+    stage: str,
+    texts: tuple[str, ...] | list[str],
+    kind: str,
+    embedder: Embedder,
+    upstream: str,
+    device: str,
+) -> tuple[np.ndarray, EmbeddingStats, Node]:
+    """Embed ``texts`` into a memory-mapped .npy artifact (vectors never all in RAM at once)."""
+
+    def compute(tmp: Path) -> None:
+        out = np.lib.format.open_memmap(
+            tmp / "vectors.npy", mode="w+", dtype=np.float32, shape=(len(texts), embedder.dim)
+        )
+        log = TimingLog(stage, device=device)
+        with log.measure("total", len(texts), sync_cuda=device == "cuda"):
+            stats = embedder.encode(texts, kind=kind, out=out)
+        out.flush()
+        del out
+        (tmp / "stats.json").write_text(json.dumps(stats.__dict__))
+        save_timings(log.samples, tmp / "timings.parquet")
+
+    def load(d: Path) -> tuple[np.ndarray, EmbeddingStats, list[StageTiming]]:
+        vecs = np.load(d / "vectors.npy", mmap_mode="r")
+        stats = EmbeddingStats(**json.loads((d / "stats.json").read_text()))
+        return vecs, stats, load_timings(d / "timings.parquet", from_cache=True)
+
+    (vecs, stats, timings), key, hit = store.resolve(
+        stage,
+        version=STAGE_VERSIONS[stage],
+        params={"embedder": embedder.cache_params(), "kind": kind},
+        upstream=[upstream],
+        compute=compute,
+        load=load,
+    )
+    return vecs, stats, Node(key, hit, tuple(_mark(timings, hit)))
+
+
+def index_node(
+    store: ArtifactStore, index: VectorIndex, vectors: np.ndarray, upstream: str, device: str
+) -> tuple[BuiltIndex, BuildInfo, Node]:
+    def compute(tmp: Path) -> None:
+        built, info = index.build(np.asarray(vectors))
+        built.save(tmp)
+        (tmp / "build.json").write_text(json.dumps(info.__dict__))
+        save_timings(
+            [StageTiming("index", "total", info.n_vectors, info.build_s * 1000.0, device)],
+            tmp / "timings.parquet",
+        )
+
+    def load(d: Path) -> tuple[BuiltIndex, BuildInfo, list[StageTiming]]:
+        info = BuildInfo(**json.loads((d / "build.json").read_text()))
+        return index.load(d), info, load_timings(d / "timings.parquet", from_cache=True)
+
+    (built, info, timings), key, hit = store.resolve(
+        "index",
+        version=STAGE_VERSIONS["index"],
+        params={"index": index.cache_params(), "kind": type(index).__name__},
+        upstream=[upstream],
+        compute=compute,
+        load=load,
+    )
+    return built, info, Node(key, hit, tuple(_mark(timings, hit)))
+
+
+def retrieve_node(
+    store: ArtifactStore,
+    retriever: DenseRetriever,
+    built: BuiltIndex,
+    query_params: dict[str, int | float],
+    query_vectors: np.ndarray,
+    chunks: ChunkTable,
+    id_key: np.ndarray,
+    upstream: list[str],
+    device: str,
+) -> tuple[Hits, Node]:
+    n_q = len(query_vectors)
+
+    def compute(tmp: Path) -> None:
+        log = TimingLog("retrieve", device=device)
+        result = retriever.search(
+            built,
+            np.asarray(query_vectors),
+            query_params,
+            n_chunks=len(chunks),
+            timing=log,
+            sync_cuda=device == "cuda",
+        )
+        hits = retriever.fold(result, chunks.doc_idx, id_key)
+        hits.save(tmp / "hits.parquet")
+        save_timings(log.samples, tmp / "timings.parquet")
+
+    (hits, timings), key, hit = store.resolve(
+        "retrieve",
+        version=STAGE_VERSIONS["retrieve"],
+        params={"retriever": retriever.cache_params(), "query_params": query_params},
+        upstream=upstream,
+        compute=compute,
+        load=lambda d: (
+            Hits.load(d / "hits.parquet", n_q),
+            load_timings(d / "timings.parquet", from_cache=True),
+        ),
+    )
+    return hits, Node(key, hit, tuple(_mark(timings, hit)))

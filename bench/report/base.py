@@ -1,0 +1,49 @@
+"""Records and Protocol of the `report` stage.
+
+Reporters read typed records only (never scrape printed output). Adding one: implement
+``Reporter`` in a module here, add ``conf/report/<name>.yaml``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from bench.metrics.stats import CompletionAccounting
+from bench.pipeline.summarize import SummaryRow
+from bench.telemetry.base import ResourceSample, StageTiming
+
+
+@dataclass(frozen=True)
+class ConfigReport:
+    config_id: str
+    query_params: dict[str, Any]
+    accounting: CompletionAccounting
+    summary: tuple[SummaryRow, ...]
+    timings: tuple[StageTiming, ...]
+    pruned_reason: str | None
+
+
+@dataclass(frozen=True)
+class RunReport:
+    run_id: str
+    run_dir: Path
+    experiment: str
+    device: str
+    dataset_name: str
+    dataset_fingerprint: str
+    n_documents: int
+    n_queries: int
+    n_chunks: int
+    configs: tuple[ConfigReport, ...]
+    cache_hits: dict[str, bool]
+    failed_gates: tuple[str, ...]
+    wall_s: float
+    resources: tuple[ResourceSample, ...]
+
+
+class Reporter(Protocol):
+    def write(self, report: RunReport) -> list[Path]:
+        """Write report files into ``report.run_dir``; return their paths."""
+        ...

@@ -1,0 +1,170 @@
+"""report.md (tables with n and CIs, completion accounting, latency percentiles) + a PNG plot."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from bench.config.build import OptionError
+from bench.pipeline.summarize import SummaryRow
+from bench.report.base import ConfigReport, RunReport
+from bench.results.write import atomic_write_bytes
+from bench.telemetry.base import StageTiming
+
+#: p99 from fewer samples than this is flagged (METRICS.md)
+MIN_P99_SAMPLES = 100
+
+
+class MarkdownReport:
+    """primary_metrics: metrics shown per category and plotted (must be in metrics.names)."""
+
+    def __init__(
+        self, *, primary_metrics: list[str] | None = None, plot: bool = True, title: str = ""
+    ) -> None:
+        self.primary = primary_metrics or ["ndcg@10", "recall@100"]
+        if not self.primary:
+            raise OptionError("primary_metrics", "must name at least one metric")
+        self.plot = plot
+        self.title = title
+
+    def write(self, report: RunReport) -> list[Path]:
+        out = [report.run_dir / "report.md"]
+        text = self.render(report)
+        atomic_write_bytes(out[0], text.encode())
+        if self.plot:
+            out.append(self._plot(report, report.run_dir / "report.png"))
+        return out
+
+    def render(self, r: RunReport) -> str:
+        lines = [
+            f"# {self.title or 'bench report'}: {r.experiment}",
+            "",
+            f"run `{r.run_id}` · device `{r.device}` · dataset `{r.dataset_name}` "
+            f"(fingerprint `{r.dataset_fingerprint[:12]}`): {r.n_documents} documents, "
+            f"{r.n_chunks} chunks, {r.n_queries} queries · wall {r.wall_s:.1f} s",
+            "",
+            "Retrieval metrics are document-level (chunks folded into their parent document, "
+            "first occurrence keeps its rank) and follow trec_eval conventions: ties broken "
+            "by doc id descending, float32 scores, mean over queries with >= 1 relevant "
+            "document; a missing run counts as an empty ranking. Intervals are 95 % "
+            "bootstrap percentile CIs over queries.",
+            "",
+        ]
+        for c in r.configs:
+            lines += self._config_section(c)
+        lines += ["## Cache", "", "| stage | cache |", "|---|---|"]
+        lines += [f"| {k} | {'hit' if v else 'miss'} |" for k, v in r.cache_hits.items()]
+        lines += ["", "## Resources", "", "| stage | peak RSS (MiB) | peak VRAM (MiB) |",
+                  "|---|---:|---:|"]
+        for s in r.resources:
+            vram = "-" if s.peak_vram_bytes is None else f"{s.peak_vram_bytes / 2**20:.0f}"
+            lines.append(f"| {s.stage} | {s.peak_rss_bytes / 2**20:.0f} | {vram} |")
+        lines.append("")
+        if r.failed_gates:
+            lines += ["## Release gates: FAILED", ""] + [f"- {g}" for g in r.failed_gates]
+        lines.append("")
+        return "\n".join(lines)
+
+    def _config_section(self, c: ConfigReport) -> list[str]:
+        qp = ", ".join(f"{k}={v}" for k, v in c.query_params.items()) or "defaults"
+        acc = c.accounting
+        lines = [
+            f"## Config `{c.config_id}` (query params: {qp})",
+            "",
+            f"Completion: expected {acc.expected}, scored {acc.scored}, missing run "
+            f"{acc.missing}, timeout {acc.timeout}, invalid {acc.invalid}, no-claims "
+            f"{acc.no_claims}, pruned {acc.pruned}.",
+            "",
+        ]
+        if c.pruned_reason is not None:
+            return [*lines, f"**Pruned by budget:** {c.pruned_reason}", ""]
+        lines += ["### Overall", "", "| metric | mean | 95 % CI | n |", "|---|---:|---|---:|"]
+        for row in c.summary:
+            if row.scope == "all":
+                lines.append(f"| {row.metric} | {_fmt(row.mean)} | {_ci(row)} | {row.n} |")
+        scopes = [s for s in dict.fromkeys(row.scope for row in c.summary) if s != "all"]
+        lines += ["", "### Per category", "",
+                  "| scope | " + " | ".join(f"{m} (95 % CI)" for m in self.primary) + " | n |",
+                  "|---|" + "---|" * len(self.primary) + "---:|"]
+        for scope in scopes:
+            cells, n = [], 0
+            for m in self.primary:
+                row = _find(c.summary, scope, m)
+                cells.append("-" if row is None else f"{_fmt(row.mean)} {_ci(row)}")
+                n = row.n if row is not None else n
+            lines.append(f"| {scope} | " + " | ".join(cells) + f" | {n} |")
+        lines += ["", "Queries with no relevant document (the unanswerable slice) are not in "
+                  "these means; they are scored by abstention metrics once generation runs.", ""]
+        lines += ["### Latency", "", "| stage | kind | samples | p50 ms | p95 ms | p99 ms | "
+                  "items/s | measured |", "|---|---|---:|---:|---:|---:|---:|---|"]
+        lines += _latency_rows(c.timings)
+        lines.append("")
+        return lines
+
+    def _plot(self, r: RunReport, path: Path) -> Path:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        kept = [c for c in r.configs if c.pruned_reason is None]
+        fig, axes = plt.subplots(1, len(self.primary), figsize=(5.5 * len(self.primary), 4),
+                                 squeeze=False)
+        for ax, metric in zip(axes[0], self.primary, strict=True):
+            scopes = [s for s in dict.fromkeys(row.scope for c in kept for row in c.summary)
+                      if s.startswith("category:") or s == "all"]
+            width = 0.8 / max(len(kept), 1)
+            for j, c in enumerate(kept):
+                rows = [_find(c.summary, s, metric) for s in scopes]
+                xs = np.arange(len(scopes)) + j * width
+                means = [row.mean if row and row.mean is not None else 0.0 for row in rows]
+                err = np.array([[m - (row.ci_low or m), (row.ci_high or m) - m]
+                                if row and row.mean is not None else [0.0, 0.0]
+                                for m, row in zip(means, rows, strict=True)]).T
+                ax.bar(xs, means, width, yerr=err, capsize=3, label=c.config_id)
+            ax.set_xticks(np.arange(len(scopes)) + width * (len(kept) - 1) / 2)
+            ax.set_xticklabels([s.removeprefix("category:") for s in scopes], rotation=20)
+            ax.set_ylim(0, 1)
+            ax.set_title(f"{metric} (95 % CI)")
+        axes[0][0].legend(fontsize="small")
+        fig.tight_layout()
+        tmp = path.with_name(f".{path.name}.tmp.png")
+        fig.savefig(tmp, dpi=110)
+        plt.close(fig)
+        tmp.replace(path)
+        return path
+
+
+def _find(rows: Sequence[SummaryRow], scope: str, metric: str) -> SummaryRow | None:
+    return next((r for r in rows if r.scope == scope and r.metric == metric), None)
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4f}"
+
+
+def _ci(row: SummaryRow) -> str:
+    if row.ci_low is None or row.ci_high is None:
+        return "-"
+    return f"[{row.ci_low:.4f}, {row.ci_high:.4f}]"
+
+
+def _latency_rows(timings: Sequence[StageTiming]) -> list[str]:
+    groups: dict[tuple[str, str], list[StageTiming]] = {}
+    for t in timings:
+        groups.setdefault((t.stage, t.sample_kind), []).append(t)
+    out = []
+    for (stage, kind), ts in groups.items():
+        ms = np.asarray([t.wall_ms for t in ts])
+        items = sum(t.n_items for t in ts)
+        rate = items / (ms.sum() / 1000.0) if ms.sum() > 0 else float("nan")
+        p50, p95, p99 = np.percentile(ms, [50, 95, 99])
+        flag = "" if len(ms) >= MIN_P99_SAMPLES else " ⚠"
+        when = "cached run" if all(t.from_cache for t in ts) else "this run"
+        out.append(f"| {stage} | {kind} | {len(ms)} | {p50:.2f} | {p95:.2f} | "
+                   f"{p99:.2f}{flag} | {rate:.1f} | {when} |")
+    out.append("")
+    out.append(f"⚠ p99 from fewer than {MIN_P99_SAMPLES} samples is not reliable.")
+    return out

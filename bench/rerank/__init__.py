@@ -1,0 +1,1 @@
+"""Stage `rerank`: reorder cached candidate pools (cross-encoders, flashrank)."""

@@ -1,0 +1,1 @@
+"""Versioned result tables (Parquet) and the run manifest (run.json)."""

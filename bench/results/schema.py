@@ -1,0 +1,71 @@
+"""Explicit pyarrow schemas of every result table.
+
+Bump ``SCHEMA_VERSION`` on any change to a column's name, type or meaning; readers check it.
+All tables are long format: one row per (config, query, metric) or per timing sample, so new
+metrics and stages add rows, not columns.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+#: per_query.parquet: one row per (config_id, query_id, metric).
+PER_QUERY = pa.schema(
+    [
+        pa.field("schema_version", pa.int32(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("config_id", pa.string(), nullable=False),
+        pa.field("query_id", pa.string(), nullable=False),
+        pa.field("category", pa.string(), nullable=False),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("value", pa.float64(), nullable=False),
+        # scored | missing_run (scored as an empty ranking, trec_eval -c)
+        pa.field("status", pa.string(), nullable=False),
+    ]
+)
+
+#: timings.parquet: one row per timing sample of a stage.
+TIMINGS = pa.schema(
+    [
+        pa.field("schema_version", pa.int32(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("config_id", pa.string(), nullable=False),
+        pa.field("stage", pa.string(), nullable=False),
+        # batch: one sample per batch of n_items; query: one per single query; total: whole stage
+        pa.field("sample_kind", pa.string(), nullable=False),
+        pa.field("n_items", pa.int64(), nullable=False),
+        pa.field("wall_ms", pa.float64(), nullable=False),
+        pa.field("device", pa.string(), nullable=False),
+        # true when the sample was measured by the run that filled the cache, not this one
+        pa.field("from_cache", pa.bool_(), nullable=False),
+    ]
+)
+
+#: summary.parquet: one row per (config_id, scope, metric).
+SUMMARY = pa.schema(
+    [
+        pa.field("schema_version", pa.int32(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("config_id", pa.string(), nullable=False),
+        # "all" | "category:<name>" | "macro" (categories equal) | "weighted" (traffic weights)
+        pa.field("scope", pa.string(), nullable=False),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("higher_is_better", pa.bool_(), nullable=False),
+        pa.field("n", pa.int64(), nullable=False),
+        pa.field("mean", pa.float64(), nullable=True),
+        pa.field("ci_low", pa.float64(), nullable=True),
+        pa.field("ci_high", pa.float64(), nullable=True),
+        # completion accounting of the config (repeated on each of its rows)
+        pa.field("n_expected", pa.int64(), nullable=False),
+        pa.field("n_scored", pa.int64(), nullable=False),
+        pa.field("n_missing", pa.int64(), nullable=False),
+        pa.field("n_timeout", pa.int64(), nullable=False),
+        pa.field("n_invalid", pa.int64(), nullable=False),
+        pa.field("n_no_claims", pa.int64(), nullable=False),
+        pa.field("n_pruned", pa.int64(), nullable=False),
+    ]
+)
+
+TABLES = {"per_query": PER_QUERY, "timings": TIMINGS, "summary": SUMMARY}

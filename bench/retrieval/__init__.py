@@ -1,0 +1,1 @@
+"""Stage `retrieval`: queries -> ranked candidate documents (``Hits``), with latency samples."""

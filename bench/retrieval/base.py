@@ -1,0 +1,82 @@
+"""Records and Protocol of the `retrieval` stage.
+
+``Hits`` is the candidate pool every later stage works on (fusion, filters, rerank, context):
+CSR over queries, doc ids as int32 ``doc_idx`` into the corpus, scores float32, each query's
+slice ordered by the trec_eval rule (score desc, external doc id desc on ties) so metrics in
+the pipeline equal those of the exported TREC run file. Pools are cached: rerank depths and
+fusion weights are swept on them without searching again.
+
+Adding a retriever: implement ``Retriever`` in a module here; add ``conf/retriever/<name>.yaml``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+HITS_SCHEMA = pa.schema(
+    [
+        pa.field("query_idx", pa.int32(), nullable=False),
+        pa.field("rank", pa.int32(), nullable=False),
+        pa.field("doc_idx", pa.int32(), nullable=False),
+        pa.field("score", pa.float32(), nullable=False),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Hits:
+    offsets: np.ndarray  # int64 [n_queries + 1]
+    doc_idx: np.ndarray  # int32
+    scores: np.ndarray  # float32
+
+    @property
+    def n_queries(self) -> int:
+        return len(self.offsets) - 1
+
+    def for_query(self, q: int) -> tuple[np.ndarray, np.ndarray]:
+        s, e = self.offsets[q], self.offsets[q + 1]
+        return self.doc_idx[s:e], self.scores[s:e]
+
+    def save(self, path: Path) -> None:
+        counts = np.diff(self.offsets)
+        qidx = np.repeat(np.arange(self.n_queries, dtype=np.int32), counts)
+        starts = np.repeat(self.offsets[:-1], counts)
+        rank = (np.arange(len(self.doc_idx)) - starts + 1).astype(np.int32)
+        table = pa.table(
+            {"query_idx": qidx, "rank": rank, "doc_idx": self.doc_idx, "score": self.scores},
+            schema=HITS_SCHEMA,
+        )
+        pq.write_table(table, path)
+
+    @classmethod
+    def load(cls, path: Path, n_queries: int) -> Hits:
+        t = pq.read_table(path, schema=HITS_SCHEMA)
+        qidx = t["query_idx"].to_numpy()
+        offsets = np.zeros(n_queries + 1, dtype=np.int64)
+        np.cumsum(np.bincount(qidx, minlength=n_queries), out=offsets[1:])
+        return cls(offsets, t["doc_idx"].to_numpy(), t["score"].to_numpy())
+
+
+def order_key(doc_ids: Sequence[str]) -> np.ndarray:
+    """int rank of each external id in ascending UTF-8 byte order (for trec_eval tie-breaks)."""
+    encoded = np.asarray([d.encode("utf-8") for d in doc_ids], dtype=object)
+    order = np.argsort(np.asarray(encoded, dtype=np.bytes_), kind="stable")
+    key = np.empty(len(doc_ids), dtype=np.int64)
+    key[order] = np.arange(len(doc_ids))
+    return key
+
+
+def trec_order(doc_idx: np.ndarray, scores: np.ndarray, id_key: np.ndarray) -> np.ndarray:
+    """Permutation ordering one ranking by float32 score desc, then doc id desc (trec_eval)."""
+    return np.lexsort((-id_key[doc_idx], -scores.astype(np.float32)))
+
+
+class Retriever(Protocol):
+    def cache_params(self) -> dict[str, object]: ...

@@ -1,0 +1,1 @@
+"""Stage timers and resource telemetry (RSS on CPU, NVML on GPU)."""

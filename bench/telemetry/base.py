@@ -1,0 +1,99 @@
+"""Records and Protocol of telemetry.
+
+``stage_timer`` is the one way stages measure time: it syncs CUDA before reading the clock
+when asked (GPU work is asynchronous) and emits ``StageTiming`` records. A ``Telemetry``
+implementation samples resources (memory, VRAM, utilisation) while a stage runs.
+
+Adding a backend: implement ``Telemetry`` in a module here, add ``conf/telemetry/<name>.yaml``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class StageTiming:
+    """One timing sample. ``sample_kind``: batch | query | total."""
+
+    stage: str
+    sample_kind: str
+    n_items: int
+    wall_ms: float
+    device: str = "cpu"
+    from_cache: bool = False
+
+
+@dataclass(frozen=True)
+class ResourceSample:
+    """Peak resource use observed while a stage ran."""
+
+    stage: str
+    peak_rss_bytes: int
+    peak_vram_bytes: int | None = None
+    mean_gpu_util_pct: float | None = None
+
+
+@dataclass
+class TimingLog:
+    """Collects samples of one stage (mutable while the stage runs, frozen records out)."""
+
+    stage: str
+    device: str = "cpu"
+    samples: list[StageTiming] = field(default_factory=list)
+
+    def add(self, sample_kind: str, n_items: int, wall_ms: float) -> None:
+        self.samples.append(StageTiming(self.stage, sample_kind, n_items, wall_ms, self.device))
+
+    @contextmanager
+    def measure(self, sample_kind: str, n_items: int, *, sync_cuda: bool = False) -> Iterator[None]:
+        with stage_timer(sync_cuda=sync_cuda) as elapsed:
+            yield
+        self.add(sample_kind, n_items, elapsed())
+
+
+class _Elapsed:
+    def __init__(self) -> None:
+        self.ms: float | None = None
+
+    def __call__(self) -> float:
+        if self.ms is None:
+            raise RuntimeError("elapsed time read inside the timed block")
+        return self.ms
+
+
+def _cuda_sync() -> None:
+    import torch  # only when timing GPU work
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+@contextmanager
+def stage_timer(*, sync_cuda: bool = False) -> Iterator[_Elapsed]:
+    """Time a block with perf_counter; ``elapsed()`` gives milliseconds after the block."""
+    out = _Elapsed()
+    if sync_cuda:
+        _cuda_sync()
+    t0 = time.perf_counter()
+    try:
+        yield out
+    finally:
+        if sync_cuda:
+            _cuda_sync()
+        out.ms = (time.perf_counter() - t0) * 1000.0
+
+
+class Telemetry(Protocol):
+    """Samples resources while a stage runs."""
+
+    def watch(self, stage: str) -> Iterator[None]:
+        """Context manager: sample while the block runs, record a ``ResourceSample``."""
+        ...
+
+    @property
+    def samples(self) -> list[ResourceSample]: ...

@@ -1,0 +1,133 @@
+"""The whole pipeline on the tiny synthetic corpus with the packaged MiniLM (seconds, CPU)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from bench.metrics.engine import Qrels, Run, evaluate
+from bench.pipeline.run import RunResult, run
+from bench.results import schema
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def overrides(cache: Path, *extra: str) -> list[str]:
+    return ["dataset=synthetic", f"cache_dir={cache}", "metrics.bootstrap_resamples=200", *extra]
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunResult, Path]:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+
+    from bench.app import CONF_DIR
+    from bench.config.schema import register
+
+    cache = tmp_path_factory.mktemp("cache")
+    register()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides(cache), return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    run_dir = tmp_path_factory.mktemp("run1")
+    return run(cfg, run_dir), cache
+
+
+def test_writes_every_result_file(first_run: tuple[RunResult, Path]) -> None:
+    result, _ = first_run
+    d = result.run_dir
+    for name in ("run.json", "per_query.parquet", "timings.parquet", "summary.parquet",
+                 "report.md", "report.png"):
+        assert (d / name).is_file(), name
+    for name, expected in schema.TABLES.items():
+        table = pq.read_table(d / f"{name}.parquet")
+        assert table.schema.remove_metadata() == expected, name
+        assert set(table["schema_version"].to_pylist()) == {schema.SCHEMA_VERSION}
+    manifest = json.loads((d / "run.json").read_text())
+    for key in ("config", "git_sha", "packages", "device", "dataset", "seeds", "cache"):
+        assert key in manifest
+    assert manifest["device"] == "cpu"
+    assert result.exit_code == 0
+
+
+def test_retrieval_quality_is_real(first_run: tuple[RunResult, Path]) -> None:
+    result, _ = first_run
+    overall = {r.metric: r for r in result.summary if r.scope == "all"}
+    # the synthetic corpus is built so that a sentence embedder finds the gold documents
+    assert overall["recall@100"].mean is not None and overall["recall@100"].mean > 0.8
+    r = overall["ndcg@10"]
+    assert r.ci_low is not None and r.ci_high is not None and r.mean is not None
+    assert r.ci_low <= r.mean <= r.ci_high and r.n > 0
+
+
+def test_trec_export_scores_the_same(first_run: tuple[RunResult, Path]) -> None:
+    """One implementation, two doors: the exported run file re-scores to the same values."""
+    result, _ = first_run
+    d = result.run_dir
+    [trec] = list(d.glob("run.*.trec"))
+    runs: dict[str, dict[str, float]] = {}
+    for line in trec.read_text().splitlines():
+        qid, _, doc, _, score, _ = line.split()
+        runs.setdefault(qid, {})[doc] = float(score)
+    pq_rows = pq.read_table(d / "per_query.parquet").to_pylist()
+    mine = {(r["query_id"], r["metric"]): r["value"] for r in pq_rows}
+    from bench.data.synthetic import SyntheticDataset
+
+    ds = SyntheticDataset().load()
+    ev = evaluate(Qrels.from_mapping({q.query_id: dict(q.qrels) for q in ds.queries}),
+                  Run.from_mapping(runs), ["ndcg@10", "recall@100", "map"])
+    for metric, vals in ev.values.items():
+        for qid, v in zip(ev.query_ids, vals, strict=True):
+            assert abs(mine[(qid, metric)] - v) < 1e-9
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_second_run_is_all_cache_hits(first_run: tuple[RunResult, Path], tmp_path: Path) -> None:
+    _, cache = first_run
+    res = _cli(*overrides(cache), f"hydra.run.dir={tmp_path}/r2", cwd=REPO)
+    assert res.returncode == 0, res.stderr[-2000:]
+    manifest = json.loads((tmp_path / "r2" / "run.json").read_text())
+    assert manifest["cache"]["hits"] and all(manifest["cache"]["hits"].values())
+
+
+def test_downstream_knob_reuses_upstream(first_run: tuple[RunResult, Path],
+                                         tmp_path: Path) -> None:
+    _, cache = first_run
+    res = _cli(*overrides(cache, "retriever.k=20"), f"hydra.run.dir={tmp_path}/r3", cwd=REPO)
+    assert res.returncode == 0, res.stderr[-2000:]
+    hits = json.loads((tmp_path / "r3" / "run.json").read_text())["cache"]["hits"]
+    assert hits["chunk"] and hits["embed_docs"] and hits["embed_queries"] and hits["index"]
+    assert not any(v for k, v in hits.items() if k.startswith("retrieve"))
+
+
+@pytest.mark.parametrize(("args", "key"), [
+    (["embedder.batch_size=0"], "embedder.batch_size"),
+    (["seed=abc"], "seed"),
+    (["+embedder.bogus=1"], "embedder.bogus"),
+    (["metrics.names=[ndcg@x]"], "metrics.names[0]"),
+    (["device=tpu"], "device"),
+])
+def test_bad_config_exits_2_with_one_line(args: list[str], key: str, tmp_path: Path) -> None:
+    res = _cli("dataset=synthetic", f"cache_dir={tmp_path}", f"hydra.run.dir={tmp_path}/r",
+               *args, cwd=REPO)
+    assert res.returncode == 2, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.stderr
+    assert key in lines[0] and "Traceback" not in res.stderr
+
+
+def test_vectors_are_normalised(first_run: tuple[RunResult, Path]) -> None:
+    _, cache = first_run
+    [vec] = list((cache / "embed_docs").rglob("vectors.npy"))
+    v = np.load(vec)
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-4)
