@@ -1,0 +1,175 @@
+"""Golden JSONL format: a corpus JSONL plus a golden-queries JSONL (reader and writer).
+
+Corpus line::
+
+    {"doc_id": "d1", "text": "...", "title": "...", "tags": ["x"], "allowed_roles": [],
+     "tenant": ""}                      # doc_id and text required, the rest optional
+
+Golden query line::
+
+    {"query_id": "q1", "query": "What is X?", "category": "exact_lookup",
+     "relevant_document_ids": ["d1"]                       # grade 1 each, or graded:
+     "relevant_document_ids": [{"id": "d1", "grade": 2}, {"id": "d7", "grade": 1}],
+     "required_claims": ["..."], "must_abstain": false, "allowed_roles": [],
+     "as_of": null, "expected_answer": "..."}
+
+``query_id`` and ``query`` are required. ``relevant_document_ids`` must name at least one corpus
+document unless ``must_abstain`` is true, in which case it must be empty or absent. Unknown
+fields, duplicate ids, unknown doc ids and wrong types are ``InputError(file, line, ...)``.
+``write_golden`` writes the same format, so read(write(x)) == x.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from bench.data.base import Dataset, Document, Query
+from bench.data.jsonl import (
+    Where,
+    check_keys,
+    grade,
+    iso_date,
+    iter_jsonl,
+    json_bool,
+    json_opt_str,
+    json_str,
+    json_str_list,
+    write_jsonl,
+)
+
+CORPUS_REQUIRED = ("doc_id", "text")
+CORPUS_OPTIONAL = ("title", "tags", "allowed_roles", "tenant")
+QUERY_REQUIRED = ("query_id", "query")
+QUERY_OPTIONAL = ("relevant_document_ids", "required_claims", "must_abstain", "allowed_roles",
+                  "as_of", "category", "expected_answer")
+
+
+class GoldenDataset:
+    """Loads a corpus JSONL + golden-queries JSONL pair into a ``Dataset``.
+
+    ``corpus`` and ``queries`` are file paths; the dataset is named after the queries file.
+    """
+
+    def __init__(self, *, corpus: str, queries: str) -> None:
+        self.corpus = corpus
+        self.queries = queries
+
+    def load(self) -> Dataset:
+        documents = read_corpus(self.corpus)
+        queries = read_queries(self.queries, {d.doc_id for d in documents})
+        return Dataset(name=f"golden:{Path(self.queries).stem}", documents=documents,
+                       queries=queries)
+
+
+def read_corpus(path: str | Path) -> tuple[Document, ...]:
+    """Parse a corpus JSONL file; every bad line raises InputError(path, line, ...)."""
+    docs: list[Document] = []
+    first_line: dict[str, int] = {}
+    for where, obj in iter_jsonl(path):
+        check_keys(obj, where, required=CORPUS_REQUIRED, optional=CORPUS_OPTIONAL)
+        doc_id = json_str(obj["doc_id"], "doc_id", where)
+        if doc_id in first_line:
+            raise where.error(f"duplicate doc_id {doc_id!r} (first seen on line "
+                              f"{first_line[doc_id]})")
+        first_line[doc_id] = where.line
+        docs.append(Document(
+            doc_id=doc_id,
+            text=json_str(obj["text"], "text", where),
+            title=json_str(obj.get("title", ""), "title", where, allow_empty=True),
+            tags=json_str_list(obj.get("tags"), "tags", where),
+            allowed_roles=json_str_list(obj.get("allowed_roles"), "allowed_roles", where),
+            tenant=json_str(obj.get("tenant", ""), "tenant", where, allow_empty=True),
+        ))
+    return tuple(docs)
+
+
+def read_queries(path: str | Path, doc_ids: set[str]) -> tuple[Query, ...]:
+    """Parse a golden-queries JSONL file, checking every relevant id against ``doc_ids``."""
+    queries: list[Query] = []
+    first_line: dict[str, int] = {}
+    for where, obj in iter_jsonl(path):
+        check_keys(obj, where, required=QUERY_REQUIRED, optional=QUERY_OPTIONAL)
+        query_id = json_str(obj["query_id"], "query_id", where)
+        if query_id in first_line:
+            raise where.error(f"duplicate query_id {query_id!r} (first seen on line "
+                              f"{first_line[query_id]})")
+        first_line[query_id] = where.line
+        must_abstain = json_bool(obj.get("must_abstain", False), "must_abstain", where)
+        qrels = _qrels(obj.get("relevant_document_ids"), where, doc_ids)
+        if must_abstain and qrels:
+            raise where.error("must_abstain is true but relevant_document_ids is not empty: "
+                              "an abstention query has no relevant document")
+        if not must_abstain and not qrels:
+            raise where.error("relevant_document_ids is empty: list at least one document "
+                              "or set must_abstain to true")
+        queries.append(Query(
+            query_id=query_id,
+            text=json_str(obj["query"], "query", where),
+            category=json_str(obj.get("category", "default"), "category", where),
+            qrels=qrels,
+            required_claims=json_str_list(obj.get("required_claims"), "required_claims", where),
+            must_abstain=must_abstain,
+            allowed_roles=json_str_list(obj.get("allowed_roles"), "allowed_roles", where),
+            as_of=iso_date(json_opt_str(obj.get("as_of"), "as_of", where), "as_of", where),
+            expected_answer=json_opt_str(obj.get("expected_answer"), "expected_answer", where),
+        ))
+    return tuple(queries)
+
+
+def _qrels(value: object, where: Where, doc_ids: set[str]) -> tuple[tuple[str, int], ...]:
+    """``relevant_document_ids``: plain ids (grade 1) and/or {"id", "grade"} objects."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise where.error("field 'relevant_document_ids' must be a list, got "
+                          f"{type(value).__name__}")
+    out: list[tuple[str, int]] = []
+    seen: set[str] = set()
+    for i, item in enumerate(value):
+        key = f"relevant_document_ids[{i}]"
+        if isinstance(item, dict):
+            check_keys(item, where, required=("id",), optional=("grade",), context=key)
+            doc_id = json_str(item["id"], f"{key}.id", where)
+            g = grade(item.get("grade", 1), f"{key}.grade", where)
+        else:
+            doc_id, g = json_str(item, key, where), 1
+        if doc_id not in doc_ids:
+            raise where.error(f"{key} names unknown document {doc_id!r} (not in the corpus)")
+        if doc_id in seen:
+            raise where.error(f"{key}: document {doc_id!r} is listed twice")
+        seen.add(doc_id)
+        out.append((doc_id, g))
+    return tuple(out)
+
+
+def document_to_json(doc: Document) -> dict[str, Any]:
+    """One corpus JSONL row for ``doc`` (every field written, for a stable file)."""
+    return {"doc_id": doc.doc_id, "title": doc.title, "text": doc.text, "tags": list(doc.tags),
+            "allowed_roles": list(doc.allowed_roles), "tenant": doc.tenant}
+
+
+def query_to_json(q: Query) -> dict[str, Any]:
+    """One golden JSONL row for ``q``; grades are written as objects unless all are 1."""
+    if all(g == 1 for _, g in q.qrels):
+        rel: list[Any] = [d for d, _ in q.qrels]
+    else:
+        rel = [{"id": d, "grade": g} for d, g in q.qrels]
+    row: dict[str, Any] = {
+        "query_id": q.query_id, "query": q.text, "category": q.category,
+        "relevant_document_ids": rel, "required_claims": list(q.required_claims),
+        "must_abstain": q.must_abstain, "allowed_roles": list(q.allowed_roles),
+        "as_of": q.as_of,
+    }
+    if q.expected_answer is not None:
+        row["expected_answer"] = q.expected_answer
+    return row
+
+
+def write_golden(documents: Iterable[Document], queries: Iterable[Query], *, corpus: Path,
+                 queries_path: Path) -> tuple[int, int]:
+    """Write corpus + golden JSONL files; returns (n_documents, n_queries)."""
+    n_docs = write_jsonl(corpus, (document_to_json(d) for d in documents))
+    n_queries = write_jsonl(queries_path, (query_to_json(q) for q in queries))
+    return n_docs, n_queries

@@ -1,0 +1,103 @@
+"""BEIR folder loader: happy path, dropped-query log line, errors naming file:line."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from bench.data.beir import BeirDataset
+from bench.errors import InputError
+
+CORPUS = [{"_id": "d1", "title": "Alpha", "text": "Alpha text.", "metadata": {"url": "u"}},
+          {"_id": "d2", "title": "", "text": "Beta text."},
+          {"_id": "d3", "title": "Gamma only", "text": ""}]
+QUERIES = [{"_id": "q1", "text": "alpha?", "metadata": {}}, {"_id": "q2", "text": "beta?"},
+           {"_id": "q3", "text": "no qrels here"}, {"_id": "q4", "text": "judged irrelevant"}]
+QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t1\nq2\td2\t1\nq4\td3\t0\n"
+
+
+def _folder(tmp_path: Path, corpus: list[object] | None = None,
+            queries: list[object] | None = None, qrels: str = QRELS,
+            split: str = "test") -> Path:
+    def lines(rows: list[object]) -> str:
+        return "".join(r if isinstance(r, str) else json.dumps(r) + "\n" for r in rows)
+
+    (tmp_path / "corpus.jsonl").write_text(lines(corpus if corpus is not None else CORPUS))
+    (tmp_path / "queries.jsonl").write_text(lines(queries if queries is not None else QUERIES))
+    (tmp_path / "qrels").mkdir(exist_ok=True)
+    (tmp_path / "qrels" / f"{split}.tsv").write_text(qrels)
+    return tmp_path
+
+
+def test_happy_path(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    root = _folder(tmp_path)
+    with caplog.at_level(logging.INFO, logger="bench.data.beir"):
+        ds = BeirDataset(path=str(root)).load()
+    assert ds.doc_ids == ["d1", "d2", "d3"]
+    assert ds.documents[0].title == "Alpha" and ds.documents[2].text == ""
+    assert [q.query_id for q in ds.queries] == ["q1", "q2"]
+    assert ds.queries[0].qrels == (("d1", 2), ("d2", 1))
+    assert ds.queries[0].category == "default" and not ds.queries[0].must_abstain
+    # q3 has no judgement, q4 only a score-0 one: both dropped, and the log line says so
+    assert "2 dropped" in caplog.text and "1 of them had only score-0" in caplog.text
+
+
+def test_split_selects_the_qrels_file(tmp_path: Path) -> None:
+    root = _folder(tmp_path, qrels="query-id\tcorpus-id\tscore\nq3\td3\t1\n", split="dev")
+    ds = BeirDataset(path=str(root), split="dev").load()
+    assert [q.query_id for q in ds.queries] == ["q3"]
+    assert ds.name.endswith(":dev")
+
+
+HEADER = "query-id\tcorpus-id\tscore\n"
+QRELS_ERRORS = [
+    (HEADER + "q1\tmissing\t1\n", 2, "corpus-id 'missing' is not in corpus.jsonl"),
+    (HEADER + "q1\td1\t1\nq9\td1\t1\n", 3, "query-id 'q9' is not in queries.jsonl"),
+    ("qid\tdid\tscore\nq1\td1\t1\n", 1, "expected the header"),
+    (HEADER + "q1\td1\n", 2, "expected 3 tab-separated columns, got 2"),
+    (HEADER + "q1\td1\thigh\n", 2, "column 'score' must be an integer >= 0"),
+    (HEADER + "q1\td1\t-1\n", 2, "must be an integer >= 0"),
+    (HEADER + "q1\td1\t1\nq1\td1\t2\n", 3,
+     "duplicate judgement for ('q1', 'd1') (first on line 2)"),
+]
+
+
+@pytest.mark.parametrize(("qrels", "line", "fragment"), QRELS_ERRORS)
+def test_qrels_errors(tmp_path: Path, qrels: str, line: int, fragment: str) -> None:
+    root = _folder(tmp_path, qrels=qrels)
+    with pytest.raises(InputError) as exc:
+        BeirDataset(path=str(root)).load()
+    assert str(exc.value).startswith(f"{root / 'qrels' / 'test.tsv'}:{line}: ")
+    assert fragment in str(exc.value)
+
+
+JSONL_ERRORS = [
+    ("corpus", [CORPUS[0], "{bad\n"], 2, "malformed JSON"),
+    ("corpus", [{"title": "t", "text": "x"}], 1, "missing required field '_id'"),
+    ("corpus", [{"_id": "d1", "title": "t"}], 1, "missing required field 'text'"),
+    ("corpus", [CORPUS[0], CORPUS[0]], 2, "duplicate _id 'd1' (first seen on line 1)"),
+    ("corpus", [{"_id": 5, "text": "x"}], 1, "field '_id' must be a string"),
+    ("queries", [QUERIES[0], QUERIES[0]], 2, "duplicate _id 'q1'"),
+    ("queries", [{"_id": "q1"}], 1, "missing required field 'text'"),
+    ("queries", [{"_id": "q1", "text": ""}], 1, "field 'text' is empty"),
+]
+
+
+@pytest.mark.parametrize(("which", "rows", "line", "fragment"), JSONL_ERRORS)
+def test_jsonl_errors(tmp_path: Path, which: str, rows: list[object], line: int,
+                      fragment: str) -> None:
+    root = (_folder(tmp_path, corpus=rows) if which == "corpus"
+            else _folder(tmp_path, queries=rows))
+    with pytest.raises(InputError) as exc:
+        BeirDataset(path=str(root)).load()
+    assert str(exc.value).startswith(f"{root / f'{which}.jsonl'}:{line}: ")
+    assert fragment in str(exc.value)
+
+
+def test_missing_split(tmp_path: Path) -> None:
+    root = _folder(tmp_path)
+    with pytest.raises(InputError, match="file not found"):
+        BeirDataset(path=str(root), split="train").load()
