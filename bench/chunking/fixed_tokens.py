@@ -28,7 +28,7 @@ class FixedTokenChunker:
         if isinstance(overlap, float) and not isinstance(overlap, bool):
             if not 0.0 <= overlap < 1.0:
                 raise OptionError("overlap", f"a fraction must be in [0, 1), got {overlap}")
-            overlap_tokens = int(round(overlap * size))
+            overlap_tokens = round(overlap * size)
         else:
             overlap_tokens = int(overlap)
         if not 0 <= overlap_tokens < size:

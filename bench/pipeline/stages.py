@@ -65,9 +65,12 @@ class Node:
 def chunk_node(
     store: ArtifactStore, dataset: Dataset, chunker: Chunker, embedder: Embedder, device: str
 ) -> tuple[ChunkTable, Node]:
-    params: dict[str, object] = {"chunker": chunker.cache_params(), "kind": type(chunker).__name__}
-    if chunker.uses_tokenizer:
-        params["tokenizer"] = embedder.tokenizer.name
+    # Always keyed on the tokenizer: every chunker reports n_tokens in the embedder's tokens.
+    params: dict[str, object] = {
+        "chunker": chunker.cache_params(),
+        "kind": type(chunker).__name__,
+        "tokenizer": embedder.tokenizer.name,
+    }
 
     def compute(tmp: Path) -> None:
         log = TimingLog("chunk", device="cpu")

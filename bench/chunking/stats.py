@@ -1,0 +1,182 @@
+"""Diagnostics of a ``ChunkTable``: size distribution, traceability and near-duplicates.
+
+``chunk_stats`` checks that every chunk really is ``chunk_text_field(doc)[start:end]`` (a chunker
+bug there silently breaks citation metrics). ``near_duplicates`` estimates how much text recurs
+across documents: duplicated chunks in different documents make the "right" document of a query
+ambiguous and inflate lexical recall.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench.chunking.base import ChunkTable, chunk_text_field
+from bench.config.build import OptionError
+from bench.data.base import Document
+from bench.errors import MissingDependencyError
+
+
+@dataclass(frozen=True)
+class ChunkStats:
+    """Summary of a chunk table. Token figures are embedder tokens (``n_tokens``); all token
+    figures are 0 and ``traceability_pct`` is 100 for an empty table."""
+
+    n_chunks: int
+    n_docs: int  # documents in the corpus, chunked or not
+    n_docs_without_chunks: int
+    chunks_per_doc_mean: float  # n_chunks / n_docs
+    chunks_per_doc_max: int
+    tokens_min: int
+    tokens_p50: float  # linear-interpolated percentiles (numpy's default)
+    tokens_p95: float
+    tokens_max: int
+    tokens_mean: float
+    traceability_pct: float  # % of chunks with chunk_text_field(doc)[start:end] == text
+    n_empty: int  # chunks whose text is empty or whitespace only
+
+
+def chunk_stats(table: ChunkTable, documents: Sequence[Document]) -> ChunkStats:
+    """Statistics of ``table``, whose ``doc_idx`` index into ``documents``."""
+    n = len(table)
+    n_docs = len(documents)
+    per_doc = np.bincount(np.asarray(table.doc_idx, dtype=np.int64), minlength=n_docs)
+    tokens = np.asarray(table.n_tokens, dtype=np.int64)
+    traced = sum(_traces(table, i, documents) for i in range(n))
+    return ChunkStats(
+        n_chunks=n,
+        n_docs=n_docs,
+        n_docs_without_chunks=int(np.count_nonzero(per_doc[:n_docs] == 0)),
+        chunks_per_doc_mean=n / n_docs if n_docs else 0.0,
+        chunks_per_doc_max=int(per_doc.max()) if len(per_doc) else 0,
+        tokens_min=int(tokens.min()) if n else 0,
+        tokens_p50=float(np.percentile(tokens, 50)) if n else 0.0,
+        tokens_p95=float(np.percentile(tokens, 95)) if n else 0.0,
+        tokens_max=int(tokens.max()) if n else 0,
+        tokens_mean=float(tokens.mean()) if n else 0.0,
+        traceability_pct=100.0 * traced / n if n else 100.0,
+        n_empty=sum(1 for t in table.text if not t.strip()),
+    )
+
+
+def _traces(table: ChunkTable, i: int, documents: Sequence[Document]) -> bool:
+    d, s, e = int(table.doc_idx[i]), int(table.start_char[i]), int(table.end_char[i])
+    if not (0 <= d < len(documents) and 0 <= s <= e):
+        return False
+    source = chunk_text_field(documents[d])
+    return e <= len(source) and source[s:e] == table.text[i]
+
+
+# --------------------------------------------------------------------------- near-duplicates
+
+
+@dataclass(frozen=True)
+class NearDupPair:
+    """Two chunks (rows of the table, ``chunk_a < chunk_b``) with estimated Jaccard similarity
+    of their word-shingle sets."""
+
+    chunk_a: int
+    chunk_b: int
+    jaccard: float
+    same_doc: bool
+
+
+@dataclass(frozen=True)
+class NearDupReport:
+    """Share of chunks with at least one near-duplicate (estimated Jaccard >= ``threshold``).
+
+    Rates are over ``n_chunks`` (all rows, blank ones included, which never match).
+    ``examples``: the most similar cross-document pairs first, then same-document ones.
+    """
+
+    n_chunks: int
+    threshold: float
+    cross_doc_rate: float  # has a near-duplicate in ANOTHER document
+    within_doc_rate: float  # has a near-duplicate elsewhere in the SAME document
+    n_cross_doc: int
+    n_within_doc: int
+    examples: tuple[NearDupPair, ...]
+
+
+_WORD = re.compile(r"\w+")
+
+
+def shingles(text: str, size: int) -> list[bytes]:
+    """Lower-cased word ``size``-grams as bytes; one shingle of all words for shorter texts."""
+    words = _WORD.findall(text.lower())
+    if len(words) <= size:
+        return [" ".join(words).encode()] if words else []
+    grams = zip(*(words[k:] for k in range(size)), strict=False)
+    return [" ".join(g).encode() for g in grams]
+
+
+def near_duplicates(
+    table: ChunkTable,
+    *,
+    threshold: float = 0.9,
+    num_perm: int = 128,
+    shingle: int = 5,
+    seed: int = 1,
+    max_examples: int = 5,
+) -> NearDupReport:
+    """Find chunks with a near-duplicate via MinHash LSH over word ``shingle``-grams.
+
+    LSH candidates are confirmed with the MinHash Jaccard estimate (>= ``threshold``), so the
+    rates count estimated, not exact, near-duplicates. Needs ``datasketch`` (extra ``cpu``).
+    Bad option values raise ``OptionError``.
+    """
+    if not 0.0 < threshold <= 1.0:
+        raise OptionError("threshold", f"must be in (0, 1], got {threshold}")
+    if num_perm < 2:
+        raise OptionError("num_perm", f"must be >= 2, got {num_perm}")
+    if shingle < 1:
+        raise OptionError("shingle", f"must be >= 1 word, got {shingle}")
+    try:
+        from datasketch import MinHash, MinHashLSH
+    except ImportError:
+        raise MissingDependencyError("datasketch", "cpu", "near-duplicate detection") from None
+
+    n = len(table)
+    grams = [shingles(t, shingle) for t in table.text]
+    rows = [i for i in range(n) if grams[i]]
+    hashes = MinHash.bulk((grams[i] for i in rows), num_perm=num_perm, seed=seed)
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    with lsh.insertion_session() as session:
+        for i, mh in zip(rows, hashes, strict=True):
+            session.insert(i, mh, check_duplication=False)
+    # One signature matrix so each chunk's candidates are confirmed in one vectorised compare.
+    sig = np.zeros((n, num_perm), dtype=hashes[0].hashvalues.dtype if hashes else np.uint64)
+    for i, mh in zip(rows, hashes, strict=True):
+        sig[i] = mh.hashvalues
+    doc = np.asarray(table.doc_idx)
+    cross = np.zeros(n, dtype=bool)
+    within = np.zeros(n, dtype=bool)
+    found: list[NearDupPair] = []
+    for i, mh in zip(rows, hashes, strict=True):
+        cand = np.fromiter((j for j in lsh.query(mh) if j != i), dtype=np.int64)
+        if len(cand) == 0:
+            continue
+        jac = (sig[cand] == sig[i]).mean(axis=1)
+        hit = jac >= threshold
+        same = doc[cand] == doc[i]
+        cross[i] = bool(np.any(hit & ~same))
+        within[i] = bool(np.any(hit & same))
+        # Keep each chunk's best match per kind with a later chunk: pairs are found once.
+        for kind in (~same, same):
+            sel = np.flatnonzero(hit & kind & (cand > i))
+            if len(sel):
+                k = sel[np.argmax(jac[sel])]
+                found.append(NearDupPair(i, int(cand[k]), float(jac[k]), bool(same[k])))
+    found.sort(key=lambda p: (p.same_doc, -p.jaccard, p.chunk_a, p.chunk_b))
+    return NearDupReport(
+        n_chunks=n,
+        threshold=threshold,
+        cross_doc_rate=float(cross.mean()) if n else 0.0,
+        within_doc_rate=float(within.mean()) if n else 0.0,
+        n_cross_doc=int(cross.sum()),
+        n_within_doc=int(within.sum()),
+        examples=tuple(found[:max_examples]),
+    )
