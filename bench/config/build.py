@@ -112,9 +112,9 @@ def _parameters(cls: type) -> dict[str, inspect.Parameter]:
 
 
 def _type_hints(cls: type) -> dict[str, Any]:
-    init = cls.__init__ if not dataclasses.is_dataclass(cls) else cls
+    target: Any = cls if dataclasses.is_dataclass(cls) else cls.__init__  # type: ignore[misc]
     try:
-        return typing.get_type_hints(init)
+        return typing.get_type_hints(target)
     except Exception:
         return {}
 

@@ -21,6 +21,9 @@ STAGE_GROUPS = (
     "embedder",
     "index",
     "retriever",
+    "lexical",
+    "fusion",
+    "filters",
     "reranker",
     "generator",
     "judge",
@@ -79,6 +82,9 @@ class BenchConfig:
     embedder: Any = MISSING
     index: Any = MISSING
     retriever: Any = MISSING
+    lexical: Any = MISSING
+    fusion: Any = MISSING
+    filters: Any = MISSING
     reranker: Any = MISSING
     generator: Any = MISSING
     judge: Any = MISSING

@@ -19,8 +19,9 @@ from bench.cache.store import ArtifactStore
 from bench.chunking.base import Chunker, ChunkTable
 from bench.data.base import Dataset
 from bench.embedding.base import Embedder, EmbeddingStats
-from bench.index.base import BuildInfo, BuiltIndex, VectorIndex
-from bench.retrieval.base import Hits
+from bench.index.base import BuildInfo, BuiltIndex, SearchResult, VectorIndex
+from bench.lexical.base import LexicalIndex
+from bench.retrieval.base import Hits, fold_chunks
 from bench.retrieval.dense import DenseRetriever
 from bench.telemetry.base import StageTiming, TimingLog
 
@@ -29,8 +30,14 @@ STAGE_VERSIONS = {
     "embed_docs": "1",
     "embed_queries": "1",
     "index": "1",
-    "retrieve": "1",
+    "retrieve": "2",
+    "exact_topk": "1",
+    "lexical_index": "1",
+    "lexical": "1",
 }
+
+#: chunk-level columns kept per query for ANN recall (recall@k needs k <= this)
+ANN_COLUMNS = 100
 
 _SAMPLE_SCHEMA = pa.schema(
     [
@@ -177,7 +184,8 @@ def retrieve_node(
     id_key: np.ndarray,
     upstream: list[str],
     device: str,
-) -> tuple[Hits, Node]:
+) -> tuple[Hits, SearchResult, Node]:
+    """Dense search of every query; keeps the chunk-level top columns for ANN recall."""
     n_q = len(query_vectors)
 
     def compute(tmp: Path) -> None:
@@ -192,9 +200,11 @@ def retrieve_node(
         )
         hits = retriever.fold(result, chunks.doc_idx, id_key)
         hits.save(tmp / "hits.parquet")
+        cols = min(ANN_COLUMNS, result.ids.shape[1])
+        save_search(SearchResult(result.ids[:, :cols], result.scores[:, :cols]), tmp, "chunks")
         save_timings(log.samples, tmp / "timings.parquet")
 
-    (hits, timings), key, hit = store.resolve(
+    (hits, chunk_res, timings), key, hit = store.resolve(
         "retrieve",
         version=STAGE_VERSIONS["retrieve"],
         params={"retriever": retriever.cache_params(), "query_params": query_params},
@@ -202,7 +212,86 @@ def retrieve_node(
         compute=compute,
         load=lambda d: (
             Hits.load(d / "hits.parquet", n_q),
+            load_search(d, "chunks"),
             load_timings(d / "timings.parquet", from_cache=True),
         ),
     )
-    return hits, Node(key, hit, tuple(_mark(timings, hit)))
+    return hits, chunk_res, Node(key, hit, tuple(_mark(timings, hit)))
+
+
+def save_search(result: SearchResult, directory: Path, prefix: str) -> None:
+    np.save(directory / f"{prefix}_ids.npy", result.ids, allow_pickle=False)
+    np.save(directory / f"{prefix}_scores.npy", result.scores, allow_pickle=False)
+
+
+def load_search(directory: Path, prefix: str) -> SearchResult:
+    return SearchResult(
+        ids=np.load(directory / f"{prefix}_ids.npy", allow_pickle=False),
+        scores=np.load(directory / f"{prefix}_scores.npy", allow_pickle=False),
+    )
+
+
+def exact_node(
+    store: ArtifactStore, doc_vectors: np.ndarray, query_vectors: np.ndarray, k: int,
+    upstream: list[str], device: str,
+) -> tuple[SearchResult, Node]:
+    """Exact chunk-level top-k for every query: the reference of ANN recall, computed once
+    per dataset x embedder (any ANN config reuses it)."""
+    from bench.index.exact import exact_topk
+
+    def compute(tmp: Path) -> None:
+        log = TimingLog("exact_topk", device=device)
+        with log.measure("total", len(query_vectors)):
+            res = exact_topk(np.asarray(doc_vectors), np.asarray(query_vectors), k)
+        save_search(res, tmp, "exact")
+        save_timings(log.samples, tmp / "timings.parquet")
+
+    (res, timings), key, hit = store.resolve(
+        "exact_topk", version=STAGE_VERSIONS["exact_topk"], params={"k": k},
+        upstream=upstream, compute=compute,
+        load=lambda d: (load_search(d, "exact"),
+                        load_timings(d / "timings.parquet", from_cache=True)),
+    )
+    return res, Node(key, hit, tuple(_mark(timings, hit)))
+
+
+def lexical_nodes(
+    store: ArtifactStore, lexical: LexicalIndex, chunks: ChunkTable, chunk_key: str,
+    queries: list[str], id_key: np.ndarray, query_upstream: str,
+) -> tuple[Hits, Node, Node]:
+    """Build (or load) the lexical index over chunk texts, then search every query."""
+
+    def build(tmp: Path) -> None:
+        log = TimingLog("lexical_index", device="cpu")
+        with log.measure("total", len(chunks)):
+            built = lexical.build(chunks.text)
+        built.save(tmp)
+        save_timings(log.samples, tmp / "timings.parquet")
+
+    (built, b_timings), b_key, b_hit = store.resolve(
+        "lexical_index", version=STAGE_VERSIONS["lexical_index"],
+        params={"lexical": lexical.cache_params(), "kind": type(lexical).__name__},
+        upstream=[chunk_key], compute=build,
+        load=lambda d: (lexical.load(d), load_timings(d / "timings.parquet", from_cache=True)),
+    )
+    depth = lexical.depth(len(chunks))
+
+    def search(tmp: Path) -> None:
+        log = TimingLog("lexical", device="cpu")
+        with log.measure("batch", len(queries)):
+            res = built.search(queries, depth)
+        for q in queries:  # single-query latency, as for dense retrieval
+            with log.measure("query", 1):
+                built.search([q], depth)
+        hits = fold_chunks(res, chunks.doc_idx, id_key, k=lexical.k)
+        hits.save(tmp / "hits.parquet")
+        save_timings(log.samples, tmp / "timings.parquet")
+
+    (hits, s_timings), s_key, s_hit = store.resolve(
+        "lexical", version=STAGE_VERSIONS["lexical"], params={"depth": depth, "k": lexical.k},
+        upstream=[b_key, query_upstream], compute=search,
+        load=lambda d: (Hits.load(d / "hits.parquet", len(queries)),
+                        load_timings(d / "timings.parquet", from_cache=True)),
+    )
+    return (hits, Node(b_key, b_hit, tuple(_mark(b_timings, b_hit))),
+            Node(s_key, s_hit, tuple(_mark(s_timings, s_hit))))

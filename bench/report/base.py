@@ -18,11 +18,14 @@ from bench.telemetry.base import ResourceSample, StageTiming
 @dataclass(frozen=True)
 class ConfigReport:
     config_id: str
+    label: str
     query_params: dict[str, Any]
     accounting: CompletionAccounting
     summary: tuple[SummaryRow, ...]
     timings: tuple[StageTiming, ...]
     pruned_reason: str | None
+    #: the config's row of configs.parquet (QPS, latency, index size, filter figures)
+    ops: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,10 @@ class RunReport:
     n_queries: int
     n_chunks: int
     configs: tuple[ConfigReport, ...]
+    #: rows of comparisons.parquet (each config vs the first, paired per query)
+    comparisons: tuple[dict[str, Any], ...]
+    #: hard-vs-soft filter decisions (filters=hard_vs_soft), one per lane
+    decisions: tuple[dict[str, Any], ...]
     cache_hits: dict[str, bool]
     failed_gates: tuple[str, ...]
     wall_s: float

@@ -10,6 +10,7 @@ import numpy as np
 from bench.config.build import OptionError
 from bench.pipeline.summarize import SummaryRow
 from bench.report.base import ConfigReport, RunReport
+from bench.report.pareto import pareto_front
 from bench.results.write import atomic_write_bytes
 from bench.telemetry.base import StageTiming
 
@@ -52,6 +53,9 @@ class MarkdownReport:
             "bootstrap percentile CIs over queries.",
             "",
         ]
+        lines += self._overview(r)
+        lines += self._comparisons(r)
+        lines += self._decisions(r)
         for c in r.configs:
             lines += self._config_section(c)
         lines += ["## Cache", "", "| stage | cache |", "|---|---|"]
@@ -67,11 +71,91 @@ class MarkdownReport:
         lines.append("")
         return "\n".join(lines)
 
+    def _overview(self, r: RunReport) -> list[str]:
+        kept = [c for c in r.configs if c.pruned_reason is None]
+        extra = [m for m in ("ann_recall@10",)
+                 if any(_find(c.summary, "all", m) for c in kept)]
+        metrics = [*self.primary, *extra]
+        front = self._front(kept)
+        lines = ["## Configs", "",
+                 "| config | lane | " + " | ".join(f"{m} (95 % CI)" for m in metrics)
+                 + " | QPS | p95 ms | index MiB | unauthorized hits | Pareto |",
+                 "|---|---|" + "---|" * len(metrics) + "---:|---:|---:|---:|---|"]
+        for c in r.configs:
+            if c.pruned_reason is not None:
+                lines.append(f"| `{c.config_id}` | {c.label} | pruned: {c.pruned_reason} |")
+                continue
+            cells = []
+            for m in metrics:
+                row = _find(c.summary, "all", m)
+                cells.append("-" if row is None else f"{_fmt(row.mean)} {_ci(row)}")
+            ops = c.ops
+            size = ops.get("index_bytes")
+            lines.append(
+                f"| `{c.config_id}` | {c.label} | " + " | ".join(cells)
+                + f" | {_num(ops.get('qps'), 0)} | {_num(ops.get('p95_ms'), 2)} | "
+                f"{'-' if size is None else f'{size / 2**20:.1f}'} | "
+                f"{ops.get('unauthorized_hits', 0)} | {'★' if front.get(c.config_id) else ''} |")
+        lines += ["", f"Pareto (★): no other config has at least as high {self.primary[0]} "
+                  "and at least as low p95 latency, and is strictly better on one.", ""]
+        return lines
+
+    def _front(self, kept: Sequence[ConfigReport]) -> dict[str, bool]:
+        pts, ids = [], []
+        for c in kept:
+            row = _find(c.summary, "all", self.primary[0])
+            p95 = c.ops.get("p95_ms")
+            if row is not None and row.mean is not None and p95 is not None:
+                pts.append((row.mean, p95))
+                ids.append(c.config_id)
+        return dict(zip(ids, pareto_front(pts, (True, False)), strict=True)) if pts else {}
+
+    def _comparisons(self, r: RunReport) -> list[str]:
+        rows = [c for c in r.comparisons if c["scope"] == "all" and c["metric"] in self.primary]
+        if not rows:
+            return []
+        label = {c.config_id: c.label for c in r.configs}
+        base = rows[0]["baseline_config_id"]
+        lines = [f"## Paired comparisons vs `{base}` ({label.get(base, base)})", "",
+                 "Per-query paired differences on the same queries: delta = config − baseline, "
+                 "95 % bootstrap CI, sign-flip randomization p, Holm-adjusted across configs.",
+                 "", "| config | metric | baseline | config | delta (95 % CI) | p | p Holm | n |",
+                 "|---|---|---:|---:|---|---:|---:|---:|"]
+        for c in rows:
+            lines.append(
+                f"| {label.get(c['config_id'], c['config_id'])} | {c['metric']} | "
+                f"{c['mean_baseline']:.4f} | {c['mean_config']:.4f} | {c['delta']:+.4f} "
+                f"[{c['ci_low']:+.4f}, {c['ci_high']:+.4f}] | {c['p_value']:.4f} | "
+                f"{c['p_holm']:.4f} | {c['n']} |")
+        return [*lines, ""]
+
+    def _decisions(self, r: RunReport) -> list[str]:
+        if not r.decisions:
+            return []
+        lines = ["## Hard filter or soft boost?", "",
+                 "Pre-registered rule (METRICS.md): hard only when the paired lower CI bound of "
+                 "the precision gain (hard − soft) reaches the minimum AND the hard filter's "
+                 "false-exclusion rate is within epsilon AND the recall loss is within bound.",
+                 "", "| lane | choice | precision gain (95 % CI) | false-exclusion rate | "
+                 "recall hard / soft | why |", "|---|---|---|---:|---|---|"]
+        for d in r.decisions:
+            if "error" in d:
+                lines.append(f"| {d['lane']} | undecided | - | - | - | {d['error']} |")
+                continue
+            why = "; ".join(d["reasons"]) or "every condition met"
+            lines.append(
+                f"| {d['lane']} | **{d['choice']}** | {d['precision_gain']:+.4f} "
+                f"[{d['gain_ci_low']:+.4f}, {d['gain_ci_high']:+.4f}] (min "
+                f"{d['min_precision_gain']}) | {d['exclusion_rate']:.4f} (max "
+                f"{d['max_exclusion_rate']}) | {d['recall_hard']:.4f} / {d['recall_soft']:.4f} "
+                f"(max loss {d['max_recall_loss']}) | {why} |")
+        return [*lines, ""]
+
     def _config_section(self, c: ConfigReport) -> list[str]:
         qp = ", ".join(f"{k}={v}" for k, v in c.query_params.items()) or "defaults"
         acc = c.accounting
         lines = [
-            f"## Config `{c.config_id}` (query params: {qp})",
+            f"## Config `{c.config_id}`: {c.label} (params: {qp})",
             "",
             f"Completion: expected {acc.expected}, scored {acc.scored}, missing run "
             f"{acc.missing}, timeout {acc.timeout}, invalid {acc.invalid}, no-claims "
@@ -91,9 +175,9 @@ class MarkdownReport:
         for scope in scopes:
             cells, n = [], 0
             for m in self.primary:
-                row = _find(c.summary, scope, m)
-                cells.append("-" if row is None else f"{_fmt(row.mean)} {_ci(row)}")
-                n = row.n if row is not None else n
+                found = _find(c.summary, scope, m)
+                cells.append("-" if found is None else f"{_fmt(found.mean)} {_ci(found)}")
+                n = found.n if found is not None else n
             lines.append(f"| {scope} | " + " | ".join(cells) + f" | {n} |")
         lines += ["", "Queries with no relevant document (the unanswerable slice) are not in "
                   "these means; they are scored by abstention metrics once generation runs.", ""]
@@ -109,7 +193,7 @@ class MarkdownReport:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        kept = [c for c in r.configs if c.pruned_reason is None]
+        kept = [c for c in r.configs if c.pruned_reason is None][:8]
         fig, axes = plt.subplots(1, len(self.primary), figsize=(5.5 * len(self.primary), 4),
                                  squeeze=False)
         for ax, metric in zip(axes[0], self.primary, strict=True):
@@ -123,7 +207,7 @@ class MarkdownReport:
                 err = np.array([[m - (row.ci_low or m), (row.ci_high or m) - m]
                                 if row and row.mean is not None else [0.0, 0.0]
                                 for m, row in zip(means, rows, strict=True)]).T
-                ax.bar(xs, means, width, yerr=err, capsize=3, label=c.config_id)
+                ax.bar(xs, means, width, yerr=err, capsize=3, label=c.label)
             ax.set_xticks(np.arange(len(scopes)) + width * (len(kept) - 1) / 2)
             ax.set_xticklabels([s.removeprefix("category:") for s in scopes], rotation=20)
             ax.set_ylim(0, 1)
@@ -135,6 +219,10 @@ class MarkdownReport:
         plt.close(fig)
         tmp.replace(path)
         return path
+
+
+def _num(v: float | None, digits: int) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
 
 
 def _find(rows: Sequence[SummaryRow], scope: str, metric: str) -> SummaryRow | None:

@@ -68,4 +68,59 @@ SUMMARY = pa.schema(
     ]
 )
 
-TABLES = {"per_query": PER_QUERY, "timings": TIMINGS, "summary": SUMMARY}
+#: configs.parquet: one row per config (lane) of the run: what it is and what it costs.
+CONFIGS = pa.schema(
+    [
+        pa.field("schema_version", pa.int32(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("config_id", pa.string(), nullable=False),
+        pa.field("label", pa.string(), nullable=False),
+        # dense | lexical | fused
+        pa.field("kind", pa.string(), nullable=False),
+        # JSON of the lane's own parameters (query knobs, fusion variant)
+        pa.field("params_json", pa.string(), nullable=False),
+        pa.field("pruned_reason", pa.string(), nullable=True),
+        pa.field("qps", pa.float64(), nullable=True),
+        pa.field("p50_ms", pa.float64(), nullable=True),
+        pa.field("p95_ms", pa.float64(), nullable=True),
+        pa.field("p99_ms", pa.float64(), nullable=True),
+        pa.field("n_latency_samples", pa.int64(), nullable=False),
+        pa.field("build_s", pa.float64(), nullable=True),
+        pa.field("index_bytes", pa.int64(), nullable=True),
+        # retrieved documents the caller may not see (must be 0 when entitlement is enforced)
+        pa.field("unauthorized_hits", pa.int64(), nullable=False),
+        pa.field("filter_removed", pa.int64(), nullable=True),
+        pa.field("false_exclusion_rate", pa.float64(), nullable=True),
+        pa.field("doc_false_exclusion_rate", pa.float64(), nullable=True),
+    ]
+)
+
+#: comparisons.parquet: paired per-query comparison of each config against the baseline.
+COMPARISONS = pa.schema(
+    [
+        pa.field("schema_version", pa.int32(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("baseline_config_id", pa.string(), nullable=False),
+        pa.field("config_id", pa.string(), nullable=False),
+        pa.field("scope", pa.string(), nullable=False),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("n", pa.int64(), nullable=False),
+        pa.field("mean_baseline", pa.float64(), nullable=False),
+        pa.field("mean_config", pa.float64(), nullable=False),
+        # config minus baseline, with its bootstrap CI
+        pa.field("delta", pa.float64(), nullable=False),
+        pa.field("ci_low", pa.float64(), nullable=False),
+        pa.field("ci_high", pa.float64(), nullable=False),
+        pa.field("p_value", pa.float64(), nullable=False),
+        # Holm-adjusted over all configs compared with the baseline, per metric and scope
+        pa.field("p_holm", pa.float64(), nullable=False),
+    ]
+)
+
+TABLES = {
+    "per_query": PER_QUERY,
+    "timings": TIMINGS,
+    "summary": SUMMARY,
+    "configs": CONFIGS,
+    "comparisons": COMPARISONS,
+}

@@ -6,7 +6,8 @@ slice ordered by the trec_eval rule (score desc, external doc id desc on ties) s
 the pipeline equal those of the exported TREC run file. Pools are cached: rerank depths and
 fusion weights are swept on them without searching again.
 
-Adding a retriever: implement ``Retriever`` in a module here; add ``conf/retriever/<name>.yaml``.
+Adding a retriever: a module here producing ``Hits`` (``fold_chunks`` turns chunk-level
+results into document ``Hits``); add ``conf/retriever/<name>.yaml``.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from bench.index.base import SearchResult
 
 HITS_SCHEMA = pa.schema(
     [
@@ -78,5 +80,28 @@ def trec_order(doc_idx: np.ndarray, scores: np.ndarray, id_key: np.ndarray) -> n
     return np.lexsort((-id_key[doc_idx], -scores.astype(np.float32)))
 
 
-class Retriever(Protocol):
-    def cache_params(self) -> dict[str, object]: ...
+def fold_chunks(result: SearchResult, chunk_doc: np.ndarray, id_key: np.ndarray, *, k: int) -> Hits:
+    """Chunk-level top lists -> document ``Hits``: a document ranks at its best chunk (first
+    occurrence keeps its rank), then the trec_eval order, cut at ``k`` documents.
+    ``result.ids`` are chunk rows (-1 = empty slot); ``chunk_doc[c]`` is chunk c's doc_idx."""
+    offsets = [0]
+    out_docs: list[np.ndarray] = []
+    out_scores: list[np.ndarray] = []
+    for ids, scores in zip(result.ids, result.scores, strict=True):
+        valid = ids >= 0
+        ids, scores = ids[valid], scores[valid]
+        order = np.argsort(-scores, kind="stable")
+        docs = chunk_doc[ids[order]]
+        _, first = np.unique(docs, return_index=True)
+        keep = order[np.sort(first)]
+        d = chunk_doc[ids[keep]].astype(np.int32)
+        s = scores[keep].astype(np.float32)
+        perm = trec_order(d, s, id_key)[:k]
+        out_docs.append(d[perm])
+        out_scores.append(s[perm])
+        offsets.append(offsets[-1] + len(perm))
+    return Hits(
+        offsets=np.asarray(offsets, dtype=np.int64),
+        doc_idx=np.concatenate(out_docs) if out_docs else np.zeros(0, np.int32),
+        scores=np.concatenate(out_scores) if out_scores else np.zeros(0, np.float32),
+    )

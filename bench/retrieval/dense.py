@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 
 from bench.config.build import OptionError
 from bench.index.base import BuiltIndex, SearchResult
-from bench.retrieval.base import Hits, trec_order
+from bench.retrieval.base import Hits, fold_chunks
 from bench.telemetry.base import TimingLog
 
 LatencyMode = Literal["batch", "single", "both"]
@@ -93,25 +93,4 @@ class DenseRetriever:
         return SearchResult(ids=ids, scores=scores)
 
     def fold(self, result: SearchResult, chunk_doc: np.ndarray, id_key: np.ndarray) -> Hits:
-        """Chunks -> documents: a document ranks at its best chunk (first occurrence), top k."""
-        offsets = [0]
-        out_docs: list[np.ndarray] = []
-        out_scores: list[np.ndarray] = []
-        for ids, scores in zip(result.ids, result.scores, strict=True):
-            valid = ids >= 0
-            ids, scores = ids[valid], scores[valid]
-            order = np.argsort(-scores, kind="stable")
-            docs = chunk_doc[ids[order]]
-            _, first = np.unique(docs, return_index=True)
-            keep = order[np.sort(first)]
-            d = chunk_doc[ids[keep]].astype(np.int32)
-            s = scores[keep].astype(np.float32)
-            perm = trec_order(d, s, id_key)[: self.k]
-            out_docs.append(d[perm])
-            out_scores.append(s[perm])
-            offsets.append(offsets[-1] + len(perm))
-        return Hits(
-            offsets=np.asarray(offsets, dtype=np.int64),
-            doc_idx=np.concatenate(out_docs) if out_docs else np.zeros(0, np.int32),
-            scores=np.concatenate(out_scores) if out_scores else np.zeros(0, np.float32),
-        )
+        return fold_chunks(result, chunk_doc, id_key, k=self.k)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -91,7 +91,7 @@ def stage_timer(*, sync_cuda: bool = False) -> Iterator[_Elapsed]:
 class Telemetry(Protocol):
     """Samples resources while a stage runs."""
 
-    def watch(self, stage: str) -> Iterator[None]:
+    def watch(self, stage: str) -> AbstractContextManager[None]:
         """Context manager: sample while the block runs, record a ``ResourceSample``."""
         ...
 

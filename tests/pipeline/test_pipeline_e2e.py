@@ -26,6 +26,7 @@ def overrides(cache: Path, *extra: str) -> list[str]:
 def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunResult, Path]:
     from hydra import compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
 
     from bench.app import CONF_DIR
     from bench.config.schema import register
@@ -35,6 +36,8 @@ def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunResult, Path
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides(cache), return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]  # the app's task function never sees it either
     run_dir = tmp_path_factory.mktemp("run1")
     return run(cfg, run_dir), cache
 
@@ -48,7 +51,8 @@ def test_writes_every_result_file(first_run: tuple[RunResult, Path]) -> None:
     for name, expected in schema.TABLES.items():
         table = pq.read_table(d / f"{name}.parquet")
         assert table.schema.remove_metadata() == expected, name
-        assert set(table["schema_version"].to_pylist()) == {schema.SCHEMA_VERSION}
+        assert set(table["schema_version"].to_pylist()) <= {schema.SCHEMA_VERSION}
+        assert name == "comparisons" or table.num_rows > 0, name  # one lane: nothing to compare
     manifest = json.loads((d / "run.json").read_text())
     for key in ("config", "git_sha", "packages", "device", "dataset", "seeds", "cache"):
         assert key in manifest

@@ -1,0 +1,258 @@
+"""Sweep-level report: gather every job of a multirun into one table, Pareto front and plots.
+
+Runs as a Hydra callback at the end of ``python -m bench -m ...`` (any launcher: basic,
+joblib, submitit/SLURM, Ray), and by hand with ``python -m bench.report.sweep SWEEP_DIR`` —
+e.g. after cluster jobs finished separately. A job folder without ``run.json`` is counted as
+missing (a failed or unfinished job), never silently left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from bench.errors import BenchError
+from bench.report.pareto import pareto_front
+from bench.results.write import atomic_write_bytes, write_table
+
+log = logging.getLogger("bench")
+
+SWEEP_CONFIGS = pa.schema([
+    pa.field("schema_version", pa.int32(), nullable=False),
+    pa.field("job", pa.string(), nullable=False),
+    pa.field("overrides", pa.string(), nullable=False),
+    pa.field("config_id", pa.string(), nullable=False),
+    pa.field("label", pa.string(), nullable=False),
+    pa.field("metric", pa.string(), nullable=False),
+    pa.field("n", pa.int64(), nullable=False),
+    pa.field("mean", pa.float64(), nullable=True),
+    pa.field("ci_low", pa.float64(), nullable=True),
+    pa.field("ci_high", pa.float64(), nullable=True),
+    pa.field("recall_at_100", pa.float64(), nullable=True),
+    pa.field("ann_recall_at_10", pa.float64(), nullable=True),
+    pa.field("qps", pa.float64(), nullable=True),
+    pa.field("p95_ms", pa.float64(), nullable=True),
+    pa.field("index_bytes", pa.int64(), nullable=True),
+    pa.field("build_s", pa.float64(), nullable=True),
+    pa.field("pruned_reason", pa.string(), nullable=True),
+    pa.field("on_pareto_front", pa.bool_(), nullable=False),
+])
+
+
+def _overrides(job_dir: Path) -> str:
+    path = job_dir / ".hydra" / "overrides.yaml"
+    if not path.is_file():
+        return ""
+    items = [ln.strip().removeprefix("- ").strip() for ln in path.read_text().splitlines()]
+    return " ".join(i for i in items if i)
+
+
+def collect(sweep_dir: Path, metric: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rows (one per job x config) and the job folders that have no finished run."""
+    rows: list[dict[str, Any]] = []
+    missing: list[str] = []
+    jobs = sorted((p for p in sweep_dir.iterdir() if p.is_dir() and not p.name.startswith(".")),
+                  key=lambda p: (len(p.name), p.name))
+    for job in jobs:
+        if not (job / "run.json").is_file():
+            if (job / ".hydra").is_dir():
+                missing.append(job.name)
+            continue
+        summary = pq.read_table(job / "summary.parquet").to_pylist()
+        configs = pq.read_table(job / "configs.parquet").to_pylist()
+        overall = {(s["config_id"], s["metric"]): s for s in summary if s["scope"] == "all"}
+        for c in configs:
+            main = overall.get((c["config_id"], metric))
+            rec = overall.get((c["config_id"], "recall@100"))
+            ann = overall.get((c["config_id"], "ann_recall@10"))
+            rows.append({
+                "job": job.name, "overrides": _overrides(job), "config_id": c["config_id"],
+                "label": c["label"], "metric": metric, "n": main["n"] if main else 0,
+                "mean": main["mean"] if main else None,
+                "ci_low": main["ci_low"] if main else None,
+                "ci_high": main["ci_high"] if main else None,
+                "recall_at_100": rec["mean"] if rec else None,
+                "ann_recall_at_10": ann["mean"] if ann else None,
+                "qps": c["qps"], "p95_ms": c["p95_ms"], "index_bytes": c["index_bytes"],
+                "build_s": c["build_s"], "pruned_reason": c["pruned_reason"],
+            })
+    pts = [(r["mean"], r["p95_ms"]) for r in rows if r["mean"] is not None and r["p95_ms"]]
+    flags = iter(pareto_front(pts, (True, False)) if pts else [])
+    for r in rows:
+        r["on_pareto_front"] = bool(next(flags)) if r["mean"] is not None and r["p95_ms"] else False
+    return rows, missing
+
+
+def write_sweep_report(sweep_dir: Path, *, metric: str = "ndcg@10",
+                       x_key: str | None = None) -> Path:
+    if not sweep_dir.is_dir():
+        raise BenchError(f"{sweep_dir}: no such sweep folder")
+    rows, missing = collect(sweep_dir, metric)
+    write_table(rows, SWEEP_CONFIGS, sweep_dir / "sweep_configs.parquet")
+    lines = [f"# Sweep report: {sweep_dir}", "",
+             f"{len({r['job'] for r in rows})} finished jobs, {len(rows)} configs; "
+             f"missing (failed or unfinished) jobs: {len(missing)}"
+             + (f" ({', '.join(missing)})" if missing else ""), "",
+             f"| job | overrides | config | {metric} (95 % CI) | n | Recall@100 | "
+             "ANN recall@10 | QPS | p95 ms | index MiB | build s | Pareto |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        if r["pruned_reason"]:
+            lines.append(f"| {r['job']} | `{r['overrides']}` | {r['label']} | pruned: "
+                         f"{r['pruned_reason']} |")
+            continue
+        ci = ("-" if r["mean"] is None else
+              f"{r['mean']:.4f} [{r['ci_low']:.4f}, {r['ci_high']:.4f}]")
+        lines.append(
+            f"| {r['job']} | `{r['overrides']}` | {r['label']} | {ci} | {r['n']} | "
+            f"{_f(r['recall_at_100'], 4)} | {_f(r['ann_recall_at_10'], 4)} | {_f(r['qps'], 0)} | "
+            f"{_f(r['p95_ms'], 2)} | "
+            f"{_f(None if r['index_bytes'] is None else r['index_bytes'] / 2**20, 1)} | "
+            f"{_f(r['build_s'], 2)} | {'★' if r['on_pareto_front'] else ''} |")
+    lines += ["", f"Pareto (★): no other config has at least as high {metric} and at least as "
+              "low p95 single-query latency, and is strictly better on one.", ""]
+    plot = _plot(rows, sweep_dir / "sweep_pareto.png", metric)
+    if plot is not None:
+        lines += [f"![quality vs latency]({plot.name})", ""]
+    if x_key:
+        xplot = _plot_against(rows, x_key, sweep_dir / "sweep_vs_x.png", metric)
+        if xplot is not None:
+            lines += [f"![{metric} vs {x_key}]({xplot.name})", ""]
+    out = sweep_dir / "sweep_report.md"
+    atomic_write_bytes(out, "\n".join(lines).encode())
+    (sweep_dir / "sweep_missing.json").write_text(json.dumps(missing))
+    log.info("sweep report: %s (%d configs, %d missing jobs)", out, len(rows), len(missing))
+    return out
+
+
+def _f(v: float | None, digits: int) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _plot(rows: list[dict[str, Any]], path: Path, metric: str) -> Path | None:
+    pts = [r for r in rows if r["mean"] is not None and r["p95_ms"]]
+    if len(pts) < 2:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    has_ann = any(r["ann_recall_at_10"] is not None and r["qps"] for r in pts)
+    fig, axes = plt.subplots(1, 2 if has_ann else 1, figsize=(11 if has_ann else 6, 4.5),
+                             squeeze=False)
+    ax = axes[0][0]
+    for r in pts:
+        ax.errorbar(r["p95_ms"], r["mean"], yerr=[[r["mean"] - r["ci_low"]],
+                                                  [r["ci_high"] - r["mean"]]],
+                    fmt="*" if r["on_pareto_front"] else "o", capsize=2)
+        ax.annotate(f"{r['job']}:{r['label']}", (r["p95_ms"], r["mean"]), fontsize=6)
+    ax.set_xlabel("p95 single-query latency (ms)")
+    ax.set_ylabel(f"{metric} (95 % CI)")
+    ax.set_title("quality vs latency (★ Pareto)")
+    if has_ann:
+        ax2 = axes[0][1]
+        ann = [r for r in pts if r["ann_recall_at_10"] is not None and r["qps"]]
+        ax2.scatter([r["ann_recall_at_10"] for r in ann], [r["qps"] for r in ann])
+        for r in ann:
+            ax2.annotate(r["label"], (r["ann_recall_at_10"], r["qps"]), fontsize=6)
+        ax2.set_xlabel("ANN recall@10 vs exact")
+        ax2.set_ylabel("QPS (batch mode)")
+        ax2.set_yscale("log")
+        ax2.set_title("recall vs QPS")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _split(overrides: str, x_key: str) -> tuple[float | None, str]:
+    """(value of x_key, the other overrides) of one job."""
+    x, rest = None, []
+    for item in overrides.split():
+        key, _, value = item.partition("=")
+        if key.lstrip("+") == x_key:
+            try:
+                x = float(value)
+            except ValueError:
+                return None, overrides
+        else:
+            rest.append(item)
+    return x, " ".join(rest)
+
+
+def _plot_against(rows: list[dict[str, Any]], x_key: str, path: Path,
+                  metric: str) -> Path | None:
+    """metric and Recall@100 against a swept numeric key, one line per other setting."""
+    series: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+    for r in rows:
+        x, rest = _split(r["overrides"], x_key)
+        if x is not None and r["mean"] is not None:
+            series.setdefault(f"{rest} {r['label']}".strip(), []).append((x, r))
+    if not series:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), squeeze=False)
+    for name, pts in sorted(series.items()):
+        pts.sort(key=lambda p: p[0])
+        xs = [p[0] for p in pts]
+        axes[0][0].errorbar(xs, [p[1]["mean"] for p in pts],
+                            yerr=[[p[1]["mean"] - p[1]["ci_low"] for p in pts],
+                                  [p[1]["ci_high"] - p[1]["mean"] for p in pts]],
+                            marker="o", capsize=2, label=name)
+        axes[0][1].plot(xs, [p[1]["recall_at_100"] for p in pts], marker="o", label=name)
+    axes[0][0].set_ylabel(f"{metric} (95 % CI)")
+    axes[0][1].set_ylabel("Recall@100")
+    for ax in axes[0]:
+        ax.set_xlabel(x_key)
+    axes[0][0].legend(fontsize="x-small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+class SweepReportCallback(Callback):
+    """Hydra callback: writes the sweep report when a multirun ends.
+
+    x_key: a swept numeric override (e.g. chunker.size) to plot the metric against.
+    """
+
+    def __init__(self, metric: str = "ndcg@10", x_key: str | None = None) -> None:
+        self.metric = metric
+        self.x_key = x_key
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        write_sweep_report(Path(config.hydra.sweep.dir), metric=self.metric, x_key=self.x_key)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.report.sweep")
+    parser.add_argument("sweep_dir", type=Path)
+    parser.add_argument("--metric", default="ndcg@10")
+    parser.add_argument("--x-key", default=None, help="swept numeric key to plot against")
+    args = parser.parse_args(argv)
+    try:
+        print(write_sweep_report(args.sweep_dir, metric=args.metric, x_key=args.x_key))
+    except BenchError as exc:
+        print(f"bench: error: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
