@@ -151,6 +151,7 @@ class _Ctx:
     filter_outcomes: dict[str, FilterOutcome] = field(default_factory=dict)
     #: lane label -> {"hard": config_id, "soft": config_id} when filters=hard_vs_soft
     filter_pairs: dict[str, dict[str, str]] = field(default_factory=dict)
+    dataset_ref: Dataset | None = None
 
 
 def run(cfg: DictConfig, run_dir: Path) -> RunResult:
@@ -173,6 +174,7 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
              data_ms / 1000, dataset.fingerprint[:12])
     ctx.base_timings.append(StageTiming("data", "total", len(dataset.documents), data_ms, "cpu"))
 
+    ctx.dataset_ref = dataset
     lanes = produce_lanes(ctx, dataset)
     lanes = apply_filters(ctx, dataset, lanes)
     m = cfg.metrics
@@ -252,8 +254,9 @@ def produce_lanes(ctx: _Ctx, dataset: Dataset) -> list[Lane]:
                 store, comps.lexical, chunks, n_chunk.key, [q.text for q in dataset.queries],
                 id_key, dataset.fingerprint)
         ctx.nodes.update({"lexical_index": n_lb, "lexical": n_ls})
-        label = label_of("bm25", comps.lexical.cache_params())
-        lanes.append(Lane(config_id(ctx.pipeline, label), label, "lexical", {}, sparse,
+        label = "bm25"
+        lanes.append(Lane(config_id(ctx.pipeline, label), label, "lexical",
+                          dict(comps.lexical.cache_params()), sparse,
                           (*ctx.base_timings, n_chunk.timings[0], *n_lb.timings, *n_ls.timings),
                           ops_from(n_ls.timings, "lexical")))
         if comps.fusion is not None:
@@ -334,6 +337,11 @@ def filter_decisions(ctx: _Ctx, scored: list[Scored]) -> list[dict[str, Any]]:
         return []
     by_id = {s.lane.config_id: s for s in scored}
     out = []
+    assert ctx.dataset_ref is not None
+    quality = f.hard.predicate_quality(ctx.dataset_ref,
+                                       relevance_level=ctx.cfg.metrics.relevance_level)
+    log.info("filters predicate precision %s recall %s (%d extracted, %d labelled)",
+             quality.precision, quality.recall, quality.n_extracted, quality.n_labelled)
     for base, pair in ctx.filter_pairs.items():
         hard, soft = by_id.get(pair.get("hard", "")), by_id.get(pair.get("soft", ""))
         if hard is None or soft is None:
@@ -351,7 +359,10 @@ def filter_decisions(ctx: _Ctx, scored: list[Scored]) -> list[dict[str, Any]]:
                           recall_hard=float(np.mean(hard.values[rm])),
                           recall_soft=float(np.mean(soft.values[rm])), seed=ctx.cfg.seed,
                           resamples=ctx.cfg.metrics.bootstrap_resamples)
-        out.append({"lane": base, **d.__dict__})
+        out.append({"lane": base, **d.__dict__, "predicate_precision": quality.precision,
+                    "predicate_recall": quality.recall,
+                    "predicates_extracted": quality.n_extracted,
+                    "predicates_labelled": quality.n_labelled})
         log.info("filters decision for %s: %s %s", base, d.choice.upper(),
                  "; ".join(d.reasons) or "(every condition met)")
     return out
@@ -507,6 +518,7 @@ def write_results(ctx: _Ctx, dataset: Dataset, run_dir: Path, scored: list[Score
             n_queries=len(dataset.queries), n_chunks=ctx.n_chunks,
             configs=tuple(reports), comparisons=tuple(comparisons),
             decisions=tuple(decisions), cache_hits=cache_hits,
+            filters_enabled=ctx.comps.filters is not None,
             failed_gates=tuple(failed), wall_s=wall_s, resources=tuple(ctx.telemetry.samples)))
     log.info("run %s finished in %.1fs: %s", run_id, wall_s, run_dir)
     return RunResult(run_dir, run_id, 3 if failed else 0, tuple(summary_rows), cache_hits,

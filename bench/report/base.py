@@ -45,6 +45,8 @@ class RunReport:
     #: hard-vs-soft filter decisions (filters=hard_vs_soft), one per lane
     decisions: tuple[dict[str, Any], ...]
     cache_hits: dict[str, bool]
+    #: whether a filter stage ran (entitlement enforced)
+    filters_enabled: bool
     failed_gates: tuple[str, ...]
     wall_s: float
     resources: tuple[ResourceSample, ...]

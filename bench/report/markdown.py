@@ -97,7 +97,13 @@ class MarkdownReport:
                 f"{'-' if size is None else f'{size / 2**20:.1f}'} | "
                 f"{ops.get('unauthorized_hits', 0)} | {'★' if front.get(c.config_id) else ''} |")
         lines += ["", f"Pareto (★): no other config has at least as high {self.primary[0]} "
-                  "and at least as low p95 latency, and is strictly better on one.", ""]
+                  "and at least as low p95 latency, and is strictly better on one. "
+                  "QPS: batch mode; p95: single-query mode; fused lanes add their inputs' "
+                  "latencies. Unauthorized hits: retrieved documents the query's caller may "
+                  "not see (checked independently of any filter)"
+                  + ("" if r.filters_enabled else
+                     " — no filter ran in this experiment, so entitlement was NOT enforced") + ".",
+                  ""]
         return lines
 
     def _front(self, kept: Sequence[ConfigReport]) -> dict[str, bool]:
@@ -149,6 +155,13 @@ class MarkdownReport:
                 f"{d['min_precision_gain']}) | {d['exclusion_rate']:.4f} (max "
                 f"{d['max_exclusion_rate']}) | {d['recall_hard']:.4f} / {d['recall_soft']:.4f} "
                 f"(max loss {d['max_recall_loss']}) | {why} |")
+        d0 = r.decisions[0]
+        if d0.get("predicate_precision") is not None or d0.get("predicate_recall") is not None:
+            lines += ["", f"Extracted predicates vs labelled (gold docs' tags): precision "
+                      f"{_num(d0.get('predicate_precision'), 3)}, recall "
+                      f"{_num(d0.get('predicate_recall'), 3)} "
+                      f"({d0.get('predicates_extracted')} extracted, "
+                      f"{d0.get('predicates_labelled')} labelled)."]
         return [*lines, ""]
 
     def _config_section(self, c: ConfigReport) -> list[str]:
@@ -207,6 +220,8 @@ class MarkdownReport:
                 err = np.array([[m - (row.ci_low or m), (row.ci_high or m) - m]
                                 if row and row.mean is not None else [0.0, 0.0]
                                 for m, row in zip(means, rows, strict=True)]).T
+                # a percentile CI need not contain the mean exactly (float rounding, skew)
+                err = np.clip(err, 0.0, None)
                 ax.bar(xs, means, width, yerr=err, capsize=3, label=c.label)
             ax.set_xticks(np.arange(len(scopes)) + width * (len(kept) - 1) / 2)
             ax.set_xticklabels([s.removeprefix("category:") for s in scopes], rotation=20)
