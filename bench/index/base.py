@@ -49,8 +49,9 @@ class VectorIndex(Protocol):
     #: True when search returns the exact top-k (the reference for ANN recall)
     exact: bool
 
-    def cache_params(self) -> dict[str, object]:
-        """Build options (go into the index artifact's cache key)."""
+    def cache_params(self, n_vectors: int | None = None) -> dict[str, object]:
+        """Build options (go into the index artifact's cache key); options derived from the
+        corpus size (e.g. an automatic nlist) are resolved when ``n_vectors`` is given."""
         ...
 
     def query_params(self) -> list[dict[str, int | float]]:

@@ -17,8 +17,10 @@ import pyarrow.parquet as pq
 
 from bench.cache.store import ArtifactStore
 from bench.chunking.base import Chunker, ChunkTable
+from bench.config.build import OptionError
 from bench.data.base import Dataset
 from bench.embedding.base import Embedder, EmbeddingStats
+from bench.errors import ConfigError
 from bench.index.base import BuildInfo, BuiltIndex, SearchResult, VectorIndex
 from bench.lexical.base import LexicalIndex
 from bench.retrieval.base import Hits, fold_chunks
@@ -151,7 +153,10 @@ def index_node(
     store: ArtifactStore, index: VectorIndex, vectors: np.ndarray, upstream: str, device: str
 ) -> tuple[BuiltIndex, BuildInfo, Node]:
     def compute(tmp: Path) -> None:
-        built, info = index.build(np.asarray(vectors))
+        try:
+            built, info = index.build(np.asarray(vectors))
+        except OptionError as exc:  # a build option that only fails against real vectors
+            raise ConfigError(f"index.{exc.option}", exc.message) from None
         built.save(tmp)
         (tmp / "build.json").write_text(json.dumps(info.__dict__))
         save_timings(
@@ -166,7 +171,8 @@ def index_node(
     (built, info, timings), key, hit = store.resolve(
         "index",
         version=STAGE_VERSIONS["index"],
-        params={"index": index.cache_params(), "kind": type(index).__name__},
+        params={"index": index.cache_params(n_vectors=len(vectors)),
+                "kind": type(index).__name__},
         upstream=[upstream],
         compute=compute,
         load=load,
