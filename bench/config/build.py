@@ -10,8 +10,8 @@ into ``ConfigError("<group>.<option>", message)``.
 from __future__ import annotations
 
 import collections.abc
-import importlib
 import dataclasses
+import importlib
 import inspect
 import types
 import typing

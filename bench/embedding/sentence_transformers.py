@@ -162,7 +162,8 @@ class SentenceTransformerEmbedder:
         limit = self.effective_max_seq_length - 2  # [CLS] and [SEP]
         order = np.argsort(-counts, kind="stable")  # longest first: OOM shows up at once
         t0 = time.perf_counter()
-        with tqdm(total=len(inputs), desc="embed queries" if kind == "query" else "embed documents", unit="text", leave=False) as bar:
+        desc = "embed queries" if kind == "query" else "embed documents"
+        with tqdm(total=len(inputs), desc=desc, unit="text", leave=False) as bar:
             for b0 in range(0, len(inputs), self.batch_size):
                 idx = order[b0 : b0 + self.batch_size]
                 vecs = self._model.encode(

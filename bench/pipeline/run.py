@@ -222,7 +222,8 @@ def produce_lanes(ctx: _Ctx, dataset: Dataset) -> list[Lane]:
     exact: SearchResult | None = None
     if not comps.index.exact:
         with tel.watch("exact_topk"):
-            exact, n_ex = stages.exact_node(store, doc_vecs, q_vecs, stages.ANN_COLUMNS,
+            exact, n_ex = stages.exact_node(store, doc_vecs, q_vecs,
+                                            min(stages.ANN_COLUMNS, len(chunks)),
                                             [n_emb.key, n_qemb.key], device)
         ctx.nodes["exact_topk"] = n_ex
     lanes: list[Lane] = []
@@ -336,7 +337,7 @@ def filter_decisions(ctx: _Ctx, scored: list[Scored]) -> list[dict[str, Any]]:
     if not isinstance(f, HardVsSoft):
         return []
     by_id = {s.lane.config_id: s for s in scored}
-    out = []
+    out: list[dict[str, Any]] = []
     assert ctx.dataset_ref is not None
     quality = f.hard.predicate_quality(ctx.dataset_ref,
                                        relevance_level=ctx.cfg.metrics.relevance_level)

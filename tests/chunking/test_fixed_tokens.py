@@ -48,8 +48,10 @@ def test_fractional_overlap() -> None:
     assert FixedTokenChunker(size=100, overlap=0.2).overlap == 20
 
 
-@pytest.mark.parametrize(("size", "overlap", "option"),
-                         [(0, 0, "size"), (4, 4, "overlap"), (4, 1.5, "overlap"), (4, -1, "overlap")])
+@pytest.mark.parametrize(
+    ("size", "overlap", "option"),
+    [(0, 0, "size"), (4, 4, "overlap"), (4, 1.5, "overlap"), (4, -1, "overlap")],
+)
 def test_bad_options(size: int, overlap: float, option: str) -> None:
     with pytest.raises(OptionError) as err:
         FixedTokenChunker(size=size, overlap=overlap)
