@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bench.fusion.base import FusionVariant
+from bench.fusion.base import Fusion, FusionVariant
 from bench.fusion.convex import ConvexFusion
 from bench.fusion.rrf import RRFFusion
 from bench.retrieval.base import Hits
@@ -24,7 +24,7 @@ class RRFAndConvex:
     ) -> None:
         self.rrf = RRFFusion(k=rrf_k)
         self.convex = ConvexFusion(alpha=alpha, normalization=normalization)
-        self._owner = {v.name: self.rrf for v in self.rrf.variants()}
+        self._owner: dict[str, Fusion] = {v.name: self.rrf for v in self.rrf.variants()}
         self._owner.update({v.name: self.convex for v in self.convex.variants()})
 
     def variants(self) -> list[FusionVariant]:
@@ -33,4 +33,4 @@ class RRFAndConvex:
     def fuse(self, dense: Hits, sparse: Hits, variant: FusionVariant, *, id_key: np.ndarray,
              k: int) -> Hits:
         owner = self._owner[variant.name]
-        return owner.fuse(dense, sparse, variant, id_key=id_key, k=k)  # type: ignore[attr-defined]
+        return owner.fuse(dense, sparse, variant, id_key=id_key, k=k)

@@ -152,6 +152,7 @@ class _Ctx:
     #: lane label -> {"hard": config_id, "soft": config_id} when filters=hard_vs_soft
     filter_pairs: dict[str, dict[str, str]] = field(default_factory=dict)
     dataset_ref: Dataset | None = None
+    chunk_report: dict[str, Any] = field(default_factory=dict)
 
 
 def run(cfg: DictConfig, run_dir: Path) -> RunResult:
@@ -205,6 +206,8 @@ def produce_lanes(ctx: _Ctx, dataset: Dataset) -> list[Lane]:
     comps, store, device, tel = ctx.comps, ctx.store, ctx.device, ctx.telemetry
     with tel.watch("chunk"):
         chunks, n_chunk = stages.chunk_node(store, dataset, comps.chunker, comps.embedder, device)
+    with tel.watch("chunk_stats"):
+        ctx.chunk_report, n_cs = stages.chunk_stats_node(store, dataset, chunks, n_chunk.key)
     with tel.watch("embed_docs"):
         doc_vecs, doc_stats, n_emb = stages.embed_node(
             store, "embed_docs", chunks.text, "document", comps.embedder, n_chunk.key, device)
@@ -214,8 +217,8 @@ def produce_lanes(ctx: _Ctx, dataset: Dataset) -> list[Lane]:
             dataset.fingerprint, device)
     with tel.watch("index"):
         built, info, n_idx = stages.index_node(store, comps.index, doc_vecs, n_emb.key, device)
-    ctx.nodes.update({"chunk": n_chunk, "embed_docs": n_emb, "embed_queries": n_qemb,
-                      "index": n_idx})
+    ctx.nodes.update({"chunk": n_chunk, "chunk_stats": n_cs, "embed_docs": n_emb,
+                      "embed_queries": n_qemb, "index": n_idx})
     ctx.embedding_stats, ctx.n_chunks, ctx.build_info = doc_stats, len(chunks), info
     shared = [t for n in ctx.nodes.values() for t in n.timings]
     id_key = order_key(dataset.doc_ids)
@@ -500,6 +503,7 @@ def write_results(ctx: _Ctx, dataset: Dataset, run_dir: Path, scored: list[Score
             "truncated_chunks": stats.n_truncated, "measured_by_this_run":
                 not cache_hits.get("embed_docs", True)},
         "index": None if ctx.build_info is None else ctx.build_info.__dict__,
+        "chunks": ctx.chunk_report,
         "configs": {r.config_id: {"label": r.label, "params": r.query_params,
                                   "completion": r.accounting.__dict__,
                                   "pruned_reason": r.pruned_reason,
@@ -519,7 +523,7 @@ def write_results(ctx: _Ctx, dataset: Dataset, run_dir: Path, scored: list[Score
             n_queries=len(dataset.queries), n_chunks=ctx.n_chunks,
             configs=tuple(reports), comparisons=tuple(comparisons),
             decisions=tuple(decisions), cache_hits=cache_hits,
-            filters_enabled=ctx.comps.filters is not None,
+            filters_enabled=ctx.comps.filters is not None, chunk_report=ctx.chunk_report,
             failed_gates=tuple(failed), wall_s=wall_s, resources=tuple(ctx.telemetry.samples)))
     log.info("run %s finished in %.1fs: %s", run_id, wall_s, run_dir)
     return RunResult(run_dir, run_id, 3 if failed else 0, tuple(summary_rows), cache_hits,

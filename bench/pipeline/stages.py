@@ -36,6 +36,7 @@ STAGE_VERSIONS = {
     "exact_topk": "1",
     "lexical_index": "1",
     "lexical": "1",
+    "chunk_stats": "1",
 }
 
 #: chunk-level columns kept per query for ANN recall (recall@k needs k <= this)
@@ -301,3 +302,33 @@ def lexical_nodes(
     )
     return (hits, Node(b_key, b_hit, tuple(_mark(b_timings, b_hit))),
             Node(s_key, s_hit, tuple(_mark(s_timings, s_hit))))
+
+
+def chunk_stats_node(
+    store: ArtifactStore, dataset: Dataset, chunks: ChunkTable, chunk_key: str
+) -> tuple[dict[str, object], Node]:
+    """Chunk counts, token stats, traceability and MinHash near-duplicates, once per chunking."""
+    from bench.chunking.stats import chunk_stats, near_duplicates
+
+    def compute(tmp: Path) -> None:
+        log = TimingLog("chunk_stats", device="cpu")
+        with log.measure("total", len(chunks)):
+            stats = chunk_stats(chunks, dataset.documents)
+            dups = near_duplicates(chunks)
+        examples = [
+            {**p.__dict__, "text_a": chunks.text[p.chunk_a][:160],
+             "text_b": chunks.text[p.chunk_b][:160]}
+            for p in dups.examples
+        ]
+        payload = {"stats": stats.__dict__,
+                   "near_duplicates": {**dups.__dict__, "examples": examples}}
+        (tmp / "chunk_stats.json").write_text(json.dumps(payload, indent=2, default=str))
+        save_timings(log.samples, tmp / "timings.parquet")
+
+    (payload, timings), key, hit = store.resolve(
+        "chunk_stats", version=STAGE_VERSIONS["chunk_stats"], params={}, upstream=[chunk_key],
+        compute=compute,
+        load=lambda d: (json.loads((d / "chunk_stats.json").read_text()),
+                        load_timings(d / "timings.parquet", from_cache=True)),
+    )
+    return payload, Node(key, hit, tuple(_mark(timings, hit)))

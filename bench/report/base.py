@@ -47,6 +47,8 @@ class RunReport:
     cache_hits: dict[str, bool]
     #: whether a filter stage ran (entitlement enforced)
     filters_enabled: bool
+    #: chunk counts, token stats, traceability, near-duplicates (bench.chunking.stats)
+    chunk_report: dict[str, Any]
     failed_gates: tuple[str, ...]
     wall_s: float
     resources: tuple[ResourceSample, ...]

@@ -58,6 +58,7 @@ class MarkdownReport:
         lines += self._decisions(r)
         for c in r.configs:
             lines += self._config_section(c)
+        lines += self._chunks(r)
         lines += ["## Cache", "", "| stage | cache |", "|---|---|"]
         lines += [f"| {k} | {'hit' if v else 'miss'} |" for k, v in r.cache_hits.items()]
         lines += ["", "## Resources", "", "| stage | peak RSS (MiB) | peak VRAM (MiB) |",
@@ -133,6 +134,28 @@ class MarkdownReport:
                 f"{c['mean_baseline']:.4f} | {c['mean_config']:.4f} | {c['delta']:+.4f} "
                 f"[{c['ci_low']:+.4f}, {c['ci_high']:+.4f}] | {c['p_value']:.4f} | "
                 f"{c['p_holm']:.4f} | {c['n']} |")
+        return [*lines, ""]
+
+    def _chunks(self, r: RunReport) -> list[str]:
+        if not r.chunk_report:
+            return []
+        st = r.chunk_report["stats"]
+        nd = r.chunk_report["near_duplicates"]
+        lines = [
+            "## Chunks", "",
+            f"{st['n_chunks']} chunks from {st['n_docs']} documents "
+            f"({st['n_docs_without_chunks']} without a chunk); chunks per document mean "
+            f"{st['chunks_per_doc_mean']:.2f}, max {st['chunks_per_doc_max']}; embedder tokens "
+            f"min {st['tokens_min']}, p50 {st['tokens_p50']:.0f}, p95 {st['tokens_p95']:.0f}, max "
+            f"{st['tokens_max']}, mean {st['tokens_mean']:.1f}; traceable to their source "
+            f"{st['traceability_pct']:.1f} %; empty {st['n_empty']}.", "",
+            f"Near-duplicates (MinHash/LSH, Jaccard >= {nd['threshold']}): "
+            f"{100 * nd['cross_doc_rate']:.2f} % of chunks have one in another document, "
+            f"{100 * nd['within_doc_rate']:.2f} % within their own document.", ""]
+        for ex in nd["examples"][:3]:
+            lines.append(f"- chunks {ex['chunk_a']} / {ex['chunk_b']} (Jaccard ≈ "
+                         f"{ex['jaccard']:.2f}{', same doc' if ex['same_doc'] else ''}): "
+                         f"“{ex['text_a'][:80]}…” / “{ex['text_b'][:80]}…”")
         return [*lines, ""]
 
     def _decisions(self, r: RunReport) -> list[str]:
