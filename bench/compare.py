@@ -1,0 +1,174 @@
+"""``python -m bench.compare RUN_DIR_A RUN_DIR_B``: paired comparison of two runs per query.
+
+Reads each dir's ``per_query.parquet`` (bench/results/schema.py), pairs values on the queries
+both scored, and for every shared metric reports mean A, mean B, delta (B - A), the bootstrap
+CI of the delta, a sign-flip randomization p-value and the Holm-adjusted p across metrics —
+overall and per category (category taken from A).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from bench.errors import InputError
+from bench.metrics.cli import OneLineParser, UsageError, format_table, run_cli
+from bench.metrics.registry import find_metric
+from bench.metrics.stats import holm, paired_compare
+
+_COLUMNS = ["config_id", "query_id", "category", "metric", "value"]
+
+
+@dataclass(frozen=True)
+class Side:
+    """One config's long table: parallel arrays (query_id, category, metric, value)."""
+
+    config_id: str
+    query_id: np.ndarray
+    category: np.ndarray
+    metric: np.ndarray
+    value: np.ndarray
+
+
+def load_side(run_dir: Path, config_id: str | None, flag: str) -> Side:
+    """Rows of one config from ``run_dir/per_query.parquet``.
+
+    A file holding several configs needs ``config_id`` (the ``flag`` option); the error names
+    the configs present.
+    """
+    path = run_dir / "per_query.parquet" if run_dir.is_dir() else run_dir
+    if not path.exists():
+        raise InputError(path, 0, "not found (expected a run dir holding per_query.parquet)")
+    table = pq.read_table(path)
+    missing = [c for c in _COLUMNS if c not in table.column_names]
+    if missing:
+        raise InputError(path, 0, f"missing columns {missing}")
+    cols = {c: table.column(c).to_numpy(zero_copy_only=False) for c in _COLUMNS}
+    configs = list(dict.fromkeys(cols["config_id"].tolist()))
+    if not configs:
+        raise InputError(path, 0, "holds no rows")
+    if config_id is None:
+        if len(configs) > 1:
+            raise UsageError(f"{path} holds configs {configs}: choose one with {flag}")
+        config_id = configs[0]
+    elif config_id not in configs:
+        raise UsageError(f"{path} has no config {config_id!r}; it holds {configs}")
+    sel = cols["config_id"] == config_id
+    return Side(
+        config_id,
+        cols["query_id"][sel].astype(str),
+        cols["category"][sel].astype(str),
+        cols["metric"][sel].astype(str),
+        cols["value"][sel].astype(np.float64),
+    )
+
+
+def _paired(a: Side, b: Side, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """(values A, values B, categories) on shared queries, and the unpaired counts of A and B."""
+    ma, mb = a.metric == metric, b.metric == metric
+    qa, qb = a.query_id[ma], b.query_id[mb]
+    for side, q in ((a, qa), (b, qb)):
+        if np.unique(q).size != q.size:
+            raise InputError(side.config_id, 0, f"metric {metric!r} has a query twice")
+    _, ia, ib = np.intersect1d(qa, qb, assume_unique=True, return_indices=True)
+    return (a.value[ma][ia], b.value[mb][ib], a.category[ma][ia],
+            int(qa.size - ia.size), int(qb.size - ib.size))
+
+
+def compare(a: Side, b: Side, metrics: Sequence[str] | None, *, resamples: int, seed: int
+            ) -> dict[str, object]:
+    """The comparison as a JSON-ready dict (see the module docstring)."""
+    shared = [m for m in dict.fromkeys(a.metric.tolist()) if m in set(b.metric.tolist())]
+    if metrics:
+        absent = [m for m in metrics if m not in shared]
+        if absent:
+            raise UsageError(f"metrics {absent} are not in both runs; shared: {shared}")
+        shared = list(dict.fromkeys(metrics))
+    if not shared:
+        raise UsageError("the two runs share no metric")
+    overall: dict[str, dict[str, object]] = {}
+    by_cat: dict[str, dict[str, dict[str, object]]] = {}
+    for m in shared:
+        va, vb, cats, only_a, only_b = _paired(a, b, m)
+        spec = find_metric(m)
+        base = {"higher_is_better": spec.higher_is_better if spec else None,
+                "unpaired_a": only_a, "unpaired_b": only_b}
+        overall[m] = {**base, **_stats(va, vb, resamples, seed)}
+        for c in dict.fromkeys(cats.tolist()):
+            sel = cats == c
+            by_cat.setdefault(c, {})[m] = _stats(va[sel], vb[sel], resamples, seed)
+    _holm(overall)
+    for scope in by_cat.values():
+        _holm(scope)
+    return {"config_a": a.config_id, "config_b": b.config_id, "resamples": resamples,
+            "seed": seed, "overall": overall, "per_category": by_cat}
+
+
+def _stats(va: np.ndarray, vb: np.ndarray, resamples: int, seed: int) -> dict[str, object]:
+    if va.size == 0:
+        return {"n": 0}
+    return asdict(paired_compare(va, vb, resamples=resamples, seed=seed))
+
+
+def _holm(scope: dict[str, dict[str, object]]) -> None:
+    """Holm-adjust the p-values of one scope across its metrics (in place)."""
+    tested = [m for m, s in scope.items() if "p_value" in s]
+    for m, p in zip(tested, holm([float(scope[m]["p_value"]) for m in tested]), strict=True):  # type: ignore[arg-type]
+        scope[m]["p_holm"] = p
+
+
+def _table(result: dict[str, object]) -> str:
+    header = ["scope", "metric", "n", "mean_a", "mean_b", "delta", "ci_low", "ci_high", "p",
+              "p_holm"]
+    rows: list[list[object]] = []
+    scopes = [("all", result["overall"])] + [
+        (f"category:{c}", s) for c, s in result["per_category"].items()  # type: ignore[attr-defined]
+    ]
+    for scope, stats in scopes:
+        for m, s in stats.items():  # type: ignore[attr-defined]
+            rows.append([scope, m, s.get("n"), s.get("mean_a"), s.get("mean_b"), s.get("delta"),
+                         s.get("ci_low"), s.get("ci_high"), s.get("p_value"), s.get("p_holm")])
+    unpaired = [f"{m}: {s['unpaired_a']} only in A, {s['unpaired_b']} only in B"
+                for m, s in result["overall"].items()  # type: ignore[attr-defined]
+                if s["unpaired_a"] or s["unpaired_b"]]
+    head = f"A = {result['config_a']}  B = {result['config_b']}  delta = B - A"
+    tail = "unpaired queries: " + ("; ".join(unpaired) if unpaired else "none")
+    return "\n\n".join([head, format_table(header, rows), tail])
+
+
+def _parser() -> OneLineParser:
+    p = OneLineParser(prog="python -m bench.compare", description=__doc__.splitlines()[0])
+    p.add_argument("run_a", type=Path)
+    p.add_argument("run_b", type=Path)
+    p.add_argument("--config-a")
+    p.add_argument("--config-b")
+    p.add_argument("--metric", action="extend", nargs="+", default=None)
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--resamples", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = _parser().parse_args(argv)
+    if args.resamples < 1:
+        raise UsageError("--resamples must be >= 1")
+    a = load_side(args.run_a, args.config_a, "--config-a")
+    b = load_side(args.run_b, args.config_b, "--config-b")
+    result = compare(a, b, args.metric, resamples=args.resamples, seed=args.seed)
+    print(json.dumps(result, indent=2) if args.format == "json" else _table(result))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code (0, or 2 on any input or usage error)."""
+    return run_cli(_main, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,178 @@
+"""The one place where metrics are declared (lm-evaluation-harness' ``register_metric`` idea).
+
+Each metric family is registered once with its direction, unit and aggregation; reports, gates,
+Pareto fronts and the CLIs read those facts from here, and ranking metrics are dispatched to the
+kernels by the family's ``kernel_code`` — no code elsewhere switches on metric-name strings.
+
+Names: ``family`` or ``family@K`` (``ndcg@10``, ``mrr``, ``mrr@10``). :func:`parse_metric` turns a
+name into a :class:`MetricSpec`; an unknown name raises :class:`UnknownMetricError` listing the
+valid ones.
+
+Adding a metric: call :func:`register` below with a :class:`MetricFamily`. A ranking metric
+also needs a family code and a branch in ``kernels/bench_kernels/_core.py::metric_value`` (pass
+that code as ``kernel_code``) and a test against pytrec_eval or a hand-computed fixture.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from bench.errors import BenchError
+from bench_kernels._core import FAMILY_CODES
+
+Cutoff = Literal["none", "optional", "required"]
+
+
+class UnknownMetricError(BenchError):
+    """A metric name that is not registered (or is malformed); lists the valid names."""
+
+
+@dataclass(frozen=True)
+class MetricFamily:
+    """A metric family: everything about a metric except its cutoff.
+
+    ``cutoff``: whether ``@K`` is forbidden, optional or required. ``aggregation``: how
+    per-query values become one number ("mean" over expected queries, or "ratio" for set-level
+    rates computed from counts). ``kernel_code``: the family code of the ranking kernel, None for
+    metrics computed elsewhere (set-level, ANN).
+    """
+
+    family: str
+    higher_is_better: bool
+    unit: str
+    aggregation: Literal["mean", "ratio"]
+    cutoff: Cutoff
+    description: str
+    kernel_code: int | None = None
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One concrete metric: a family at a cutoff ``k`` (None = no cutoff)."""
+
+    name: str
+    family: str
+    k: int | None
+    higher_is_better: bool
+    unit: str
+    aggregation: Literal["mean", "ratio"]
+    kernel_code: int | None
+
+    @property
+    def kernel_k(self) -> int:
+        """The cutoff as the kernels take it (0 = none)."""
+        return self.k or 0
+
+
+_FAMILIES: dict[str, MetricFamily] = {}
+
+
+def register(family: MetricFamily) -> MetricFamily:
+    """Declare a metric family; a second declaration of the same name is a bug."""
+    if family.family in _FAMILIES:
+        raise ValueError(f"metric family {family.family!r} is registered twice")
+    _FAMILIES[family.family] = family
+    return family
+
+
+def families() -> tuple[MetricFamily, ...]:
+    """Every registered family, in registration order."""
+    return tuple(_FAMILIES.values())
+
+
+def valid_names() -> str:
+    """Human-readable list of accepted names, for error messages."""
+    shown = []
+    for f in _FAMILIES.values():
+        shown.append(
+            {"none": f.family, "optional": f"{f.family}[@K]", "required": f"{f.family}@K"}[
+                f.cutoff
+            ]
+        )
+    return ", ".join(shown)
+
+
+_NAME = re.compile(r"^([a-z_]+)(?:@(\d+))?$")
+
+
+def parse_metric(name: str) -> MetricSpec:
+    """``"ndcg@10"`` -> MetricSpec(name="ndcg@10", family="ndcg", k=10, ...).
+
+    Raises UnknownMetricError (one line, listing valid names) for unknown families, a missing
+    or forbidden ``@K``, or ``K < 1``.
+    """
+    match = _NAME.match(name.strip())
+    fam = _FAMILIES.get(match.group(1)) if match else None
+    if match is None or fam is None:
+        raise UnknownMetricError(f"unknown metric {name!r}; valid metrics: {valid_names()}")
+    k = int(match.group(2)) if match.group(2) is not None else None
+    if k is None and fam.cutoff == "required":
+        raise UnknownMetricError(f"metric {name!r} needs a cutoff, e.g. {fam.family}@10")
+    if k is not None and fam.cutoff == "none":
+        raise UnknownMetricError(f"metric {name!r} takes no cutoff: use {fam.family}")
+    if k is not None and k < 1:
+        raise UnknownMetricError(f"metric {name!r}: the cutoff must be >= 1")
+    canonical = fam.family if k is None else f"{fam.family}@{k}"
+    return MetricSpec(
+        name=canonical,
+        family=fam.family,
+        k=k,
+        higher_is_better=fam.higher_is_better,
+        unit=fam.unit,
+        aggregation=fam.aggregation,
+        kernel_code=fam.kernel_code,
+    )
+
+
+def find_metric(name: str) -> MetricSpec | None:
+    """parse_metric, or None for a name this registry does not know (e.g. another stage's)."""
+    try:
+        return parse_metric(name)
+    except UnknownMetricError:
+        return None
+
+
+def _ranking(family: str, cutoff: Cutoff, description: str) -> None:
+    register(
+        MetricFamily(
+            family=family,
+            higher_is_better=True,
+            unit="score",
+            aggregation="mean",
+            cutoff=cutoff,
+            description=description,
+            kernel_code=FAMILY_CODES[family],
+        )
+    )
+
+
+# Ranking metrics (trec_eval semantics; see /work/shared/METRICS.md).
+_ranking("ndcg", "required", "nDCG@K, linear gain (trec_eval ndcg_cut)")
+_ranking("ndcg_exp", "required", "nDCG@K with 2^rel - 1 gain")
+_ranking("recall", "required", "|rel in top K| / |rel|")
+_ranking("precision", "required", "|rel in top K| / K")
+_ranking("hit_rate", "required", "1 if any relevant doc in top K")
+_ranking("mrr", "optional", "1 / rank of the first relevant doc (cut at K if given)")
+_ranking("map", "optional", "average precision over |rel| (cut at K if given)")
+_ranking("r_precision", "none", "precision at |rel|")
+
+# Set-level metrics (bench/metrics/setlevel.py), computed from counts, not per-query means.
+for _family, _higher, _desc in (
+    ("false_exclusion_rate", False, "queries whose every eligible gold doc a filter removed"),
+    ("doc_false_exclusion_rate", False, "eligible gold docs a filter removed"),
+    ("predicate_precision", True, "extracted predicates that are labelled correct"),
+    ("predicate_recall", True, "labelled predicates that were extracted"),
+    ("abstention_precision", True, "correct abstentions / all abstentions"),
+    ("abstention_recall", True, "correct abstentions / must-abstain cases"),
+    ("abstention_coverage", True, "answered / all cases"),
+    ("answered_accuracy", True, "correct answers / answered cases"),
+):
+    register(MetricFamily(_family, _higher, "fraction", "ratio", "none", _desc))
+register(
+    MetricFamily(
+        "ann_recall", True, "fraction", "mean", "required",
+        "tie-tolerant |ANN top-K ∩ exact top-K| / K",
+    )
+)
