@@ -38,6 +38,8 @@ class RunReport:
     dataset_fingerprint: str
     n_documents: int
     n_queries: int
+    #: queries with no relevant (eligible) document: the unanswerable slice
+    n_without_relevant: int
     n_chunks: int
     configs: tuple[ConfigReport, ...]
     #: rows of comparisons.parquet (each config vs the first, paired per query)

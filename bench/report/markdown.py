@@ -44,7 +44,8 @@ class MarkdownReport:
             "",
             f"run `{r.run_id}` · device `{r.device}` · dataset `{r.dataset_name}` "
             f"(fingerprint `{r.dataset_fingerprint[:12]}`): {r.n_documents} documents, "
-            f"{r.n_chunks} chunks, {r.n_queries} queries · wall {r.wall_s:.1f} s",
+            f"{r.n_chunks} chunks, {r.n_queries} queries ({r.n_without_relevant} without a "
+            f"relevant document) · wall {r.wall_s:.1f} s",
             "",
             "Retrieval metrics are document-level (chunks folded into their parent document, "
             "first occurrence keeps its rank) and follow trec_eval conventions: ties broken "
