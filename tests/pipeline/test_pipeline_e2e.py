@@ -58,6 +58,11 @@ def test_writes_every_result_file(first_run: tuple[RunResult, Path]) -> None:
         assert key in manifest
     assert manifest["device"] == "cpu"
     assert result.exit_code == 0
+    chunks = manifest["chunks"]
+    assert chunks["stats"]["traceability_pct"] == 100.0
+    assert chunks["stats"]["n_chunks"] == manifest["dataset"]["chunks"] > 0
+    assert 0.0 <= chunks["near_duplicates"]["cross_doc_rate"] <= 1.0
+    assert "## Chunks" in (d / "report.md").read_text()
 
 
 def test_retrieval_quality_is_real(first_run: tuple[RunResult, Path]) -> None:
@@ -120,6 +125,9 @@ def test_downstream_knob_reuses_upstream(first_run: tuple[RunResult, Path],
     (["+embedder.bogus=1"], "embedder.bogus"),
     (["metrics.names=[ndcg@x]"], "metrics.names[0]"),
     (["device=tpu"], "device"),
+    pytest.param(["device=cuda"], "device", marks=pytest.mark.skipif(
+        __import__("bench.pipeline.device", fromlist=["x"]).cuda_available(),
+        reason="this machine has a GPU")),
 ])
 def test_bad_config_exits_2_with_one_line(args: list[str], key: str, tmp_path: Path) -> None:
     res = _cli("dataset=synthetic", f"cache_dir={tmp_path}", f"hydra.run.dir={tmp_path}/r",
