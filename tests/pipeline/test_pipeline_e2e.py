@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.metrics.engine import Qrels, Run, evaluate
+from bench.pipeline.device import cuda_available
 from bench.pipeline.run import RunResult, run
 from bench.results import schema
 
@@ -125,9 +126,8 @@ def test_downstream_knob_reuses_upstream(first_run: tuple[RunResult, Path],
     (["+embedder.bogus=1"], "embedder.bogus"),
     (["metrics.names=[ndcg@x]"], "metrics.names[0]"),
     (["device=tpu"], "device"),
-    pytest.param(["device=cuda"], "device", marks=pytest.mark.skipif(
-        __import__("bench.pipeline.device", fromlist=["x"]).cuda_available(),
-        reason="this machine has a GPU")),
+    pytest.param(["device=cuda"], "device",
+                 marks=pytest.mark.skipif(cuda_available(), reason="this machine has a GPU")),
 ])
 def test_bad_config_exits_2_with_one_line(args: list[str], key: str, tmp_path: Path) -> None:
     res = _cli("dataset=synthetic", f"cache_dir={tmp_path}", f"hydra.run.dir={tmp_path}/r",
