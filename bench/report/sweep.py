@@ -163,9 +163,15 @@ def _plot(rows: list[dict[str, Any]], path: Path, metric: str) -> Path | None:
     if has_ann:
         ax2 = axes[0][1]
         ann = [r for r in pts if r["ann_recall_at_10"] is not None and r["qps"]]
-        ax2.scatter([r["ann_recall_at_10"] for r in ann], [r["qps"] for r in ann])
-        for r in ann:
-            ax2.annotate(r["label"], (r["ann_recall_at_10"], r["qps"]), fontsize=6)
+        for job in dict.fromkeys(r["job"] for r in ann):
+            mine = sorted((r for r in ann if r["job"] == job), key=lambda r: r["ann_recall_at_10"])
+            name = " ".join(o for o in mine[0]["overrides"].split() if "experiment=" not in o)
+            ax2.plot([r["ann_recall_at_10"] for r in mine], [r["qps"] for r in mine], "o-",
+                     label=f"{job}: {name}"[:60])
+            for r in mine:
+                ax2.annotate(r["label"].removeprefix("dense"), (r["ann_recall_at_10"], r["qps"]),
+                             fontsize=6)
+        ax2.legend(fontsize="x-small")
         ax2.set_xlabel("ANN recall@10 vs exact")
         ax2.set_ylabel("QPS (batch mode)")
         ax2.set_yscale("log")
