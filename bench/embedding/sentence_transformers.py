@@ -66,9 +66,15 @@ class HFTokenizer:
         )
         return [np.asarray(o, dtype=np.int64).reshape(-1, 2) for o in enc["offset_mapping"]]
 
-    def count(self, texts: Sequence[str]) -> np.ndarray:
-        enc = self._tok(list(texts), add_special_tokens=False, truncation=False, verbose=False)
-        return np.asarray([len(ids) for ids in enc["input_ids"]], dtype=np.int64)
+    def count(self, texts: Sequence[str], *, block: int = 4096) -> np.ndarray:
+        """Token count per text. Tokenised in blocks so that only the counts of a 1M-text
+        corpus are held, never all of its token ids at once."""
+        out = np.zeros(len(texts), dtype=np.int64)
+        for b0 in range(0, len(texts), block):
+            enc = self._tok(list(texts[b0 : b0 + block]), add_special_tokens=False,
+                            truncation=False, verbose=False)
+            out[b0 : b0 + len(enc["input_ids"])] = [len(ids) for ids in enc["input_ids"]]
+        return out
 
 
 class SentenceTransformerEmbedder:
