@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -45,11 +45,19 @@ def resolve_model_path(model: str) -> str:
 
 
 class HFTokenizer:
-    """Adapter: a Hugging Face fast tokenizer as a ``bench.chunking.base.Tokenizer``."""
+    """Adapter: a Hugging Face fast tokenizer as a ``bench.chunking.base.Tokenizer``.
 
-    def __init__(self, tokenizer: Any, name: str) -> None:
-        self._tok = tokenizer
+    ``load`` is called on first use only: a fully cached run needs the tokenizer's NAME (a
+    cache-key part) but never its vocabulary, so it never imports torch's model stack.
+    """
+
+    def __init__(self, load: Callable[[], Any], name: str) -> None:
+        self._load = load
         self._name = name
+
+    @cached_property
+    def _tok(self) -> Any:
+        return self._load()
 
     @property
     def name(self) -> str:
@@ -146,13 +154,19 @@ class SentenceTransformerEmbedder:
 
     @property
     def tokenizer(self) -> HFTokenizer:
-        return HFTokenizer(self._model.tokenizer, self.model_name)
+        return self._tokenizer
+
+    @cached_property
+    def _tokenizer(self) -> HFTokenizer:
+        return HFTokenizer(lambda: self._model.tokenizer, self.model_name)
 
     def cache_params(self) -> dict[str, object]:
         # batch_size and device excluded on purpose: same vectors up to float rounding.
         return {
             "model": self.model_name,
-            "max_seq_length": self.effective_max_seq_length,
+            # None = the model's own default, which the model name already pins; reading the
+            # effective value here would load the model on fully cached runs
+            "max_seq_length": self.max_seq_length,
             "normalize": self.normalize,
             "precision": self.precision,
             "query_prefix": self.query_prefix,
