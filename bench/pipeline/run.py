@@ -157,6 +157,7 @@ class _Ctx:
 
 def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     t_start = time.perf_counter()
+    run_dir.mkdir(parents=True, exist_ok=True)
     validate_top_level(cfg)
     device = resolve_device(cfg.device)
     comps = build_components(cfg, device)

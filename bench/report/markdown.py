@@ -34,7 +34,8 @@ class MarkdownReport:
         out = [report.run_dir / "report.md"]
         text = self.render(report)
         atomic_write_bytes(out[0], text.encode())
-        if self.plot:
+        # nothing to plot when every config was pruned (the report says why)
+        if self.plot and any(c.pruned_reason is None for c in report.configs):
             out.append(self._plot(report, report.run_dir / "report.png"))
         return out
 

@@ -143,3 +143,43 @@ def test_vectors_are_normalised(first_run: tuple[RunResult, Path]) -> None:
     [vec] = list((cache / "embed_docs").rglob("vectors.npy"))
     v = np.load(vec)
     assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-4)
+
+
+def _run_with(cache: Path, run_dir: Path, *extra: str) -> RunResult:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from bench.app import CONF_DIR
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides(cache, *extra),
+                      return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return run(cfg, run_dir)
+
+
+def test_budget_prunes_and_counts(first_run: tuple[RunResult, Path], tmp_path: Path) -> None:
+    _, cache = first_run
+    res = _run_with(cache, tmp_path, "budget=latency", "budget.max_p95_ms=0.000001",
+                    "budget.probe_queries=5")
+    configs = pq.read_table(tmp_path / "configs.parquet").to_pylist()
+    assert len(configs) == 1 and configs[0]["pruned_reason"].startswith("retrieve p95")
+    summary = pq.read_table(tmp_path / "summary.parquet")
+    assert summary.num_rows == 0  # nothing scored, nothing averaged
+    manifest = json.loads((tmp_path / "run.json").read_text())
+    [completion] = [c["completion"] for c in manifest["configs"].values()]
+    assert completion["pruned"] == completion["expected"] > 0 and completion["scored"] == 0
+    assert "Pruned by budget" in (tmp_path / "report.md").read_text()
+    assert res.exit_code == 0
+
+
+def test_failed_gate_exits_3(first_run: tuple[RunResult, Path], tmp_path: Path) -> None:
+    _, cache = first_run
+    res = _run_with(cache, tmp_path, "+gates=[{metric: ndcg@10, scope: all, min: 1.01}]")
+    assert res.exit_code == 3
+    assert res.failed_gates and "ndcg@10[all]" in res.failed_gates[0]
+    ok = _run_with(cache, tmp_path / "ok", "+gates=[{metric: ndcg@10, scope: all, min: 0.0}]")
+    assert ok.exit_code == 0
