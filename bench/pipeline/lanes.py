@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,22 +72,6 @@ def ops_from(timings: tuple[StageTiming, ...] | list[StageTiming], stage: str) -
         p50, p95, p99 = (float(x) for x in np.percentile(single, [50, 95, 99]))
         return Ops(qps, p50, p95, p99, int(single.size))
     return Ops(qps)
-
-
-def timed(stage: str, n_items: int, device: str = "cpu") -> Any:
-    """Context manager yielding a list that receives one 'total' StageTiming."""
-
-    class _T:
-        def __enter__(self) -> list[StageTiming]:
-            self.out: list[StageTiming] = []
-            self.t0 = time.perf_counter()
-            return self.out
-
-        def __exit__(self, *exc: object) -> None:
-            ms = (time.perf_counter() - self.t0) * 1000.0
-            self.out.append(StageTiming(stage, "total", n_items, ms, device))
-
-    return _T()
 
 
 def params_json(params: Mapping[str, Any]) -> str:

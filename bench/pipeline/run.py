@@ -42,8 +42,7 @@ from bench.pipeline.summarize import SummaryRow, accounting_columns
 from bench.report.base import ConfigReport, Reporter, RunReport
 from bench.results import schema
 from bench.results.write import git_sha, package_versions, write_json, write_table
-from bench.retrieval.base import Hits, order_key
-from bench.retrieval.dense import DenseRetriever
+from bench.retrieval.base import Hits, Retriever, order_key
 from bench.telemetry.base import StageTiming, Telemetry, TimingLog
 from bench.telemetry.basic import BasicTelemetry, peak_rss_bytes
 
@@ -74,7 +73,7 @@ class Components:
     chunker: Chunker
     embedder: Embedder
     index: VectorIndex
-    retriever: DenseRetriever
+    retriever: Retriever
     lexical: LexicalIndex | None
     fusion: Fusion | None
     filters: ResultFilter | HardVsSoft | None
@@ -91,7 +90,7 @@ def build_components(cfg: DictConfig, device: str) -> Components:
         "chunker": build(cfg.chunker, "chunker"),
         "embedder": build(cfg.embedder, "embedder", device=device),
         "index": build(cfg.index, "index", device=device),
-        "retriever": build(cfg.retriever, "retriever", DenseRetriever),
+        "retriever": build(cfg.retriever, "retriever"),
     }
     for group, obj in required.items():
         if obj is None:

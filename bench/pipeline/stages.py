@@ -23,8 +23,7 @@ from bench.embedding.base import Embedder, EmbeddingStats
 from bench.errors import ConfigError
 from bench.index.base import BuildInfo, BuiltIndex, SearchResult, VectorIndex
 from bench.lexical.base import LexicalIndex
-from bench.retrieval.base import Hits, fold_chunks
-from bench.retrieval.dense import DenseRetriever
+from bench.retrieval.base import Hits, Retriever, fold_chunks
 from bench.telemetry.base import StageTiming, TimingLog
 
 STAGE_VERSIONS = {
@@ -183,7 +182,7 @@ def index_node(
 
 def retrieve_node(
     store: ArtifactStore,
-    retriever: DenseRetriever,
+    retriever: Retriever,
     built: BuiltIndex,
     query_params: dict[str, int | float],
     query_vectors: np.ndarray,

@@ -6,21 +6,23 @@ slice ordered by the trec_eval rule (score desc, external doc id desc on ties) s
 the pipeline equal those of the exported TREC run file. Pools are cached: rerank depths and
 fusion weights are swept on them without searching again.
 
-Adding a retriever: a module here producing ``Hits`` (``fold_chunks`` turns chunk-level
-results into document ``Hits``); add ``conf/retriever/<name>.yaml``.
+Adding a retriever: implement ``Retriever`` in a module here (``fold_chunks`` turns
+chunk-level results into document ``Hits``); add ``conf/retriever/<name>.yaml``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.index.base import SearchResult
+from bench.index.base import BuiltIndex, SearchResult
+from bench.telemetry.base import TimingLog
 
 HITS_SCHEMA = pa.schema(
     [
@@ -78,6 +80,28 @@ def order_key(doc_ids: Sequence[str]) -> np.ndarray:
 def trec_order(doc_idx: np.ndarray, scores: np.ndarray, id_key: np.ndarray) -> np.ndarray:
     """Permutation ordering one ranking by float32 score desc, then doc id desc (trec_eval)."""
     return np.lexsort((-id_key[doc_idx], -scores.astype(np.float32)))
+
+
+class Retriever(Protocol):
+    """Query-time search over a built vector index (build options live in the index)."""
+
+    k: int
+
+    def cache_params(self) -> dict[str, object]: ...
+
+    def depth(self, n_chunks: int) -> int:
+        """Chunks fetched per query before folding into ``k`` documents."""
+        ...
+
+    def search(self, index: BuiltIndex, query_vectors: np.ndarray,
+               params: Mapping[str, int | float], *, n_chunks: int, timing: TimingLog,
+               sync_cuda: bool = False) -> SearchResult:
+        """Chunk-level top-``depth`` per query, recording timing samples in ``timing``."""
+        ...
+
+    def fold(self, result: SearchResult, chunk_doc: np.ndarray, id_key: np.ndarray) -> Hits:
+        """Chunk results -> the top-``k`` documents per query."""
+        ...
 
 
 def fold_chunks(result: SearchResult, chunk_doc: np.ndarray, id_key: np.ndarray, *, k: int) -> Hits:
