@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,8 +27,6 @@ from bench.pipeline.summarize import SummaryRow
 from bench.report.base import Reporter
 from bench.retrieval.base import Retriever
 from bench.telemetry.base import StageTiming, Telemetry
-
-log = logging.getLogger("bench")
 
 #: groups whose stages this pipeline does not run yet; they must be `none`
 DISABLED_ONLY = ("reranker", "generator", "judge")
