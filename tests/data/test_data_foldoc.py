@@ -20,7 +20,6 @@ from bench.data.foldoc import (
     Entry,
     FoldocDataset,
     Source,
-    _extract_ar_members,
     b64_number,
     build_benchmark,
     main,
@@ -30,6 +29,7 @@ from bench.data.foldoc import (
     sentences,
     write_benchmark,
 )
+from bench.data.foldoc.deb import _extract_ar_members
 from bench.errors import BenchError, InputError
 
 B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -349,7 +349,7 @@ def test_fetch_falls_back_to_update_then_uri(tmp_path: Path,
     import hashlib
     import subprocess
 
-    from bench.data import foldoc
+    from bench.data.foldoc import deb as foldoc
 
     payload = b"not really a deb"
     sha = hashlib.sha256(payload).hexdigest()

@@ -1,0 +1,139 @@
+"""The built benchmark folder: write it (atomically), check it is current, read it back.
+
+In: ``Built`` records, the ``Source`` .deb and ``BuildOptions`` (``write_benchmark``), or a
+folder path (``FoldocDataset``). Out: ``DIR/{corpus,queries}.jsonl`` + ``manifest.json`` on
+disk; ``FoldocDataset(path=DIR).load()`` returns a ``Dataset``, optionally subsampled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+
+from bench.data.base import CATEGORIES, Dataset, Query
+from bench.data.foldoc.benchmark import BUILDER_VERSION, BuildOptions, Built
+from bench.data.foldoc.deb import Source, _sha256
+from bench.data.foldoc.text import stable_hash
+from bench.data.golden import GoldenDataset, write_golden
+from bench.errors import BenchError, ConfigError
+
+# the logger name of the single-module builder, so log lines read as before the split
+log = logging.getLogger("bench.data.foldoc")
+
+BUILD_HINT = "build it with `make data` (python -m bench.data.foldoc build --out {path})"
+
+
+def manifest_is_current(out: Path, opts: BuildOptions) -> bool:
+    """Whether ``out`` holds a build of this builder version with these options."""
+    try:
+        manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (manifest.get("builder_version") == BUILDER_VERSION
+            and manifest.get("options") == dataclasses.asdict(opts))
+
+
+def write_benchmark(out: Path, built: Built, source: Source, opts: BuildOptions,
+                    n_entries: int) -> dict[str, object]:
+    """Write corpus/queries/manifest into a temp folder, then swap it in place of ``out``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    write_golden(built.documents, built.queries, corpus=tmp / "corpus.jsonl",
+                 queries_path=tmp / "queries.jsonl")
+    by_cat = Counter(q.category for q in built.queries)
+    manifest: dict[str, object] = {
+        "name": "foldoc",
+        "builder_version": BUILDER_VERSION,
+        "options": dataclasses.asdict(opts),
+        "source": {**dataclasses.asdict(source),
+                   "license": "GNU FDL 1.1 or later (FOLDOC, editor Denis Howe)"},
+        "counts": {
+            "entries_parsed": n_entries,
+            "entries_qualifying": built.n_qualifying,
+            "documents": len(built.documents),
+            "documents_by_roles": {"+".join(r) or "public": n for r, n in sorted(
+                Counter(d.allowed_roles for d in built.documents).items())},
+            "queries": len(built.queries),
+            "queries_by_category": {c: by_cat.get(c, 0) for c in CATEGORIES},
+        },
+        "fingerprint": Dataset("foldoc", built.documents, built.queries).fingerprint,
+        "files": {name: _sha256(tmp / name) for name in ("corpus.jsonl", "queries.jsonl")},
+    }
+    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    old = out.parent / f".{out.name}.old-{os.getpid()}"
+    if out.exists():
+        out.rename(old)
+    tmp.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+    return manifest
+
+
+class FoldocDataset:
+    """Reads a built FOLDOC benchmark folder (see ``cli.main``), optionally subsampled.
+
+    ``max_queries`` keeps a seeded, category-stratified sample of queries; ``max_docs`` keeps
+    every gold document of the kept queries plus seeded filler documents up to the limit.
+    """
+
+    def __init__(self, *, path: str, max_docs: int | None = None,
+                 max_queries: int | None = None) -> None:
+        for key, value in (("max_docs", max_docs), ("max_queries", max_queries)):
+            if value is not None and value < 1:
+                raise ConfigError(f"dataset.{key}", f"must be >= 1 or null, got {value}")
+        self.path = path
+        self.max_docs = max_docs
+        self.max_queries = max_queries
+
+    def load(self) -> Dataset:
+        root = Path(self.path)
+        if not (root / "manifest.json").is_file():
+            raise BenchError(f"FOLDOC benchmark not found at {root}: "
+                             + BUILD_HINT.format(path=root))
+        manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+        ds = GoldenDataset(corpus=str(root / "corpus.jsonl"),
+                           queries=str(root / "queries.jsonl")).load()
+        if ds.fingerprint != manifest.get("fingerprint"):
+            log.warning("foldoc: %s was modified after it was built (fingerprint differs from "
+                        "manifest.json)", root)
+        ds = subsample(ds, max_docs=self.max_docs, max_queries=self.max_queries)
+        name = "foldoc" if (self.max_docs, self.max_queries) == (None, None) else (
+            f"foldoc[docs={len(ds.documents)},queries={len(ds.queries)}]")
+        log.info("foldoc: loaded %d documents, %d queries from %s", len(ds.documents),
+                 len(ds.queries), root)
+        return dataclasses.replace(ds, name=name)
+
+
+def subsample(ds: Dataset, *, max_docs: int | None, max_queries: int | None,
+              seed: int = 0) -> Dataset:
+    """Seeded subsample keeping the category mix and every gold doc of the kept queries."""
+    queries = ds.queries
+    if max_queries is not None and max_queries < len(queries):
+        by_cat: dict[str, list[Query]] = {}
+        for q in sorted(queries, key=lambda q: stable_hash(seed, "q", q.query_id)):
+            by_cat.setdefault(q.category, []).append(q)
+        keep: set[str] = set()
+        while len(keep) < max_queries:  # round-robin over categories keeps their shares even
+            for cat in sorted(by_cat):
+                if by_cat[cat] and len(keep) < max_queries:
+                    keep.add(by_cat[cat].pop(0).query_id)
+        queries = tuple(q for q in queries if q.query_id in keep)
+    documents = ds.documents
+    if max_docs is not None and max_docs < len(documents):
+        gold = {doc_id for q in queries for doc_id, _ in q.qrels}
+        if len(gold) > max_docs:
+            log.warning("foldoc: keeping all %d gold documents of the kept queries "
+                        "(more than max_docs=%d)", len(gold), max_docs)
+        filler = sorted((d.doc_id for d in documents if d.doc_id not in gold),
+                        key=lambda i: stable_hash(seed, "d", i))
+        keep_docs = gold | set(filler[: max(0, max_docs - len(gold))])
+        documents = tuple(d for d in documents if d.doc_id in keep_docs)
+    if queries is ds.queries and documents is ds.documents:
+        return ds
+    return Dataset(name=ds.name, documents=documents, queries=queries)
