@@ -7,8 +7,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.errors import ConfigError
 from bench.metrics.registry import parse_metric
-from bench.metrics.stats import CompletionAccounting, bootstrap_ci
+from bench.metrics.stats import (
+    CompletionAccounting,
+    bootstrap_ci,
+    category_means,
+    macro_average,
+    weighted_average,
+)
 
 
 @dataclass(frozen=True)
@@ -57,37 +64,44 @@ def summarize(
         for c in uniq:
             rows.append(row(f"category:{c}", vals[cats == c]))
         if len(uniq) > 1 and len(vals):
-            weights = _weights(cats, uniq, category_weights)
-            for scope, w in (("macro", weights["macro"]), ("weighted", weights["weighted"])):
+            means = category_means(vals, list(cats))
+            try:
+                points = {"macro": macro_average(means),
+                          "weighted": weighted_average(means, category_weights or None)}
+            except ValueError as exc:  # a category without a traffic weight, or bad weights
+                raise ConfigError("metrics.category_weights", str(exc)) from None
+            weights = _bootstrap_weights(means, category_weights)
+            for scope in ("macro", "weighted"):
                 rows.append(_weighted_row(config_id, scope, metric, spec.higher_is_better,
-                                          vals, cats, uniq, w, resamples, confidence, seed))
+                                          vals, cats, weights[scope], points[scope],
+                                          resamples, confidence, seed))
     return rows
 
 
-def _weights(
-    cats: np.ndarray, uniq: list[str], traffic: Mapping[str, float]
+def _bootstrap_weights(
+    means: Mapping[str, tuple[float, int]], traffic: Mapping[str, float]
 ) -> dict[str, dict[str, float]]:
-    counts = {c: int((cats == c).sum()) for c in uniq}
-    total = sum(counts.values())
-    macro = {c: 1.0 / len(uniq) for c in uniq}
-    if traffic:
-        z = sum(traffic.get(c, 0.0) for c in uniq)
-        weighted = {c: traffic.get(c, 0.0) / z for c in uniq} if z > 0 else macro
-    else:
-        weighted = {c: counts[c] / total for c in uniq}
-    return {"macro": macro, "weighted": weighted}
+    """Category weights of the macro and weighted scopes, for the stratified bootstrap.
+
+    The point estimates come from ``bench.metrics.stats`` (which also validates the traffic
+    weights); these are the same weights, normalised, so resampled means match them.
+    """
+    cats = sorted(means)  # a fixed order: the seeded draws go to the same category each run
+    macro = {c: 1.0 / len(cats) for c in cats}
+    raw = {c: float(traffic[c]) if traffic else float(means[c][1]) for c in cats}
+    total = sum(raw.values())
+    return {"macro": macro, "weighted": {c: w / total for c, w in raw.items()}}
 
 
 def _weighted_row(
     config_id: str, scope: str, metric: str, hib: bool, vals: np.ndarray, cats: np.ndarray,
-    uniq: list[str], w: Mapping[str, float], resamples: int, confidence: float, seed: int,
+    w: Mapping[str, float], point: float, resamples: int, confidence: float, seed: int,
 ) -> SummaryRow:
-    groups = [vals[cats == c] for c in uniq]
-    weights = np.asarray([w[c] for c in uniq])
-    point = float(sum(wc * g.mean() for wc, g in zip(weights, groups, strict=True)))
+    """Stratified bootstrap: resample within each category, combine with its weight."""
     rng = np.random.default_rng(seed)
     boots = np.zeros(resamples)
-    for g, wc in zip(groups, weights, strict=True):
+    for c, wc in w.items():
+        g = vals[cats == c]
         idx = rng.integers(0, len(g), size=(resamples, len(g)))
         boots += wc * g[idx].mean(axis=1)
     alpha = (1.0 - confidence) / 2.0
