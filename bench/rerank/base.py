@@ -1,11 +1,17 @@
-"""Protocol of the `rerank` stage.
+"""Records and Protocol of the `rerank` stage.
 
-A reranker reads a cached candidate pool (``bench.retrieval.base.Hits``) and returns a new
-``Hits`` over the first ``depth`` candidates of each query. Pools are retrieved once; rerank
-depths are swept on them (the pool's cache key does not include the reranker).
+A reranker scores (query, passage) pairs; higher = more relevant. Scoring is POINTWISE: a
+pair's score does not depend on the other candidates of the query. The pipeline therefore
+scores each query's pool once at the deepest swept depth (a cached node keyed by the pool and
+the reranker) and derives every shallower depth from those scores; rerank latency per depth
+is measured on its own (timed calls on exactly ``depth`` passages), never extrapolated.
 
-Adding a reranker: implement ``Reranker`` in a module here, add ``conf/reranker/<name>.yaml``.
-``conf/reranker/none.yaml`` (``_target_: null``) disables the stage.
+Passages are the chunk texts that produced each pool hit (``Hits.chunk_idx``).
+
+Adding a reranker: implement ``Reranker`` in a module here (keyword-only constructor options,
+``OptionError`` for bad values, heavy imports inside the module), add
+``conf/reranker/<name>.yaml``. ``conf/reranker/none.yaml`` (``_target_: null``) disables the
+stage. An LLM pointwise reranker fits the same Protocol through a generation backend.
 """
 
 from __future__ import annotations
@@ -13,18 +19,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from bench.retrieval.base import Hits
+import numpy as np
 
 
 class Reranker(Protocol):
-    def cache_params(self) -> dict[str, object]: ...
+    #: short name used in config labels ("maxsim", "cross_encoder", ...)
+    name: str
 
-    def depths(self) -> list[int]:
-        """Rerank depths to sweep on one candidate pool."""
+    def cache_params(self) -> dict[str, object]:
+        """Every option that changes scores (model identity, max length, precision), none
+        that does not (batch size)."""
         ...
 
-    def rerank(
-        self, queries: Sequence[str], pool: Hits, passages: Sequence[str], *, depth: int
-    ) -> Hits:
-        """Score (query, passage) pairs of the top ``depth`` candidates; return them reordered."""
+    def depths(self) -> list[int]:
+        """Rerank depths to sweep on one candidate pool (unique, >= 1)."""
+        ...
+
+    def score(self, queries: Sequence[str], passages: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """Batch-first: ``passages[i]`` are query i's candidates; returns one float32 array of
+        scores per query, same order and length as ``passages[i]``."""
         ...
