@@ -75,6 +75,8 @@ class BenchConfig:
     seed: int = 0
     #: content-addressed artifact cache; point several machines at one shared path for sweeps
     cache_dir: str = ".cache/bench"
+    #: print the plan (nodes, shared, cached, configs) and exit 0 without running anything
+    plan_only: bool = False
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     gates: list[GateConfig] = field(default_factory=list)
     dataset: Any = MISSING

@@ -170,7 +170,7 @@ def keep_where(hits: Hits, keep: np.ndarray) -> Hits:
     qidx = query_of_candidate(hits)
     offsets = np.zeros(hits.n_queries + 1, dtype=np.int64)
     np.cumsum(np.bincount(qidx[keep], minlength=hits.n_queries), out=offsets[1:])
-    return Hits(offsets=offsets, doc_idx=hits.doc_idx[keep], scores=hits.scores[keep])
+    return hits.take(offsets, np.flatnonzero(keep))
 
 
 def query_of_candidate(hits: Hits) -> np.ndarray:

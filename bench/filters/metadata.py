@@ -305,8 +305,7 @@ class MetadataFilter:
                 match, np.float32(self.boost), np.float32(0.0)).astype(np.float32)
             # One lexsort orders every slice: query, then score desc, then doc id desc.
             perm = np.lexsort((-id_key[hits.doc_idx], -scores, qidx))
-            out = Hits(offsets=hits.offsets.copy(), doc_idx=hits.doc_idx[perm],
-                       scores=scores[perm])
+            out = hits.take(hits.offsets.copy(), perm, scores[perm])
             boosted = int(match.sum())
 
         n_q = hits.n_queries

@@ -51,6 +51,10 @@ class LexicalIndex(Protocol):
         """Build options (go into the index artifact's cache key)."""
         ...
 
+    def search_params(self) -> dict[str, object]:
+        """Query-time options (go into the search's cache key, not the index's)."""
+        ...
+
     def build(self, texts: Sequence[str]) -> BuiltLexicalIndex:
         """Index ``texts`` (chunk texts; row i = chunk i)."""
         ...

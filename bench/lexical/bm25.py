@@ -168,6 +168,9 @@ class BM25Index:
             "bm25s": _bm25s().__version__,
         }
 
+    def search_params(self) -> dict[str, object]:
+        return {"k": self.k, "chunk_depth": self.chunk_depth}
+
     def depth(self, n_chunks: int) -> int:
         """Chunks fetched per query: ``chunk_depth`` (or 3 * k) capped at ``n_chunks``."""
         return min(n_chunks, self.chunk_depth if self.chunk_depth is not None else 3 * self.k)

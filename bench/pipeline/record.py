@@ -3,30 +3,46 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
+import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from bench.chunking.stage import ChunkReport
 from bench.data.base import Dataset
+from bench.embedding.stage import Embeddings
 from bench.errors import BenchError
-from bench.filters.base import FilterOutcome, eligible_gold
+from bench.filters.base import FilterOutcome
 from bench.filters.entitlement import count_unauthorized
+from bench.index.stage import IndexArtifact
 from bench.metrics.stats import CompletionAccounting
-from bench.pipeline.context import RunContext, RunResult
-from bench.pipeline.lanes import Ops, params_json
-from bench.pipeline.scoring import Scored
-from bench.pipeline.summarize import SummaryRow, accounting_columns
+from bench.pipeline.executor import Executor
+from bench.pipeline.plan import Plan
+from bench.pipeline.run import ConfigRun, Executed, RunResult
+from bench.pipeline.scoring import ConfigScores
 from bench.report.base import ConfigReport, RunReport
 from bench.results import schema
-from bench.results.write import git_sha, package_versions, write_json, write_table
+from bench.results.records import (
+    Comparison,
+    ConfigRow,
+    FilterDecisionRecord,
+    PerQueryRow,
+    SummaryRow,
+)
+from bench.results.write import git_sha, package_versions, write_json, write_records
 from bench.retrieval.base import Hits
+from bench.telemetry.base import StageTiming
 from bench.telemetry.basic import peak_rss_bytes
 
 log = logging.getLogger("bench")
 
+#: stages whose work happens per query at serving time (their samples add up end to end);
+#: index-time stages (chunk, embed_docs, index, ...) never do
+QUERY_TIME_STAGES = ("retrieve", "lexical", "fusion", "filters", "rerank", "rerank_cut")
 
 
 def check_gates(cfg: DictConfig, rows: list[SummaryRow]) -> list[str]:
@@ -60,71 +76,137 @@ def write_trec_run(path: Path, dataset: Dataset, hits: Hits, *, tag: str) -> Non
     tmp.replace(path)
 
 
-def _exclusion(outcome: FilterOutcome | None) -> dict[str, float | None]:
-    """False-exclusion rates of a filtered lane; None when no filter ran or the rate is
-    undefined (no eligible gold: EmptyDenominatorError — reported as undefined, never 0)."""
-    if outcome is None:
-        return {"false_exclusion_rate": None, "doc_false_exclusion_rate": None}
-    try:
-        rates = outcome.exclusion_rates()
-    except BenchError:
-        return {"false_exclusion_rate": None, "doc_false_exclusion_rate": None}
-    return {"false_exclusion_rate": rates.query_rate, "doc_false_exclusion_rate": rates.doc_rate}
+def _percentiles(ms: list[float]) -> tuple[float | None, float | None, float | None]:
+    if not ms:
+        return None, None, None
+    p50, p95, p99 = (float(x) for x in np.percentile(np.asarray(ms), [50, 95, 99]))
+    return p50, p95, p99
 
 
-def write_results(ctx: RunContext, dataset: Dataset, run_dir: Path, scored: list[Scored],
-                  comparisons: list[dict[str, Any]], decisions: list[dict[str, Any]],
-                  t_start: float) -> RunResult:
-    cfg, run_id = ctx.cfg, ctx.run_id
-    summary_rows = [r for s in scored for r in s.summary]
+def end_to_end_ms(timings: tuple[StageTiming, ...], n_queries: int) -> list[float]:
+    """Per-query latency summed along the chain: each query-time stage's single-query sample
+    of that query, plus an even share of query-time stages measured only as a whole (fusion,
+    filters). Queries missing a single-query sample of some stage are left out."""
+    per_stage: dict[str, dict[str, float]] = {}
+    shared_ms = 0.0
+    for t in timings:
+        if t.stage not in QUERY_TIME_STAGES:
+            continue
+        if t.sample_kind == "query" and t.query_id is not None:
+            per_stage.setdefault(t.stage, {})[t.query_id] = t.wall_ms
+        elif t.sample_kind == "total" and t.n_items:
+            shared_ms += t.wall_ms / t.n_items
+    if not per_stage:
+        return []
+    common = set.intersection(*(set(v) for v in per_stage.values()))
+    return [sum(v[q] for v in per_stage.values()) + shared_ms for q in sorted(common)]
+
+
+def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None) -> ConfigRow:
+    spec = c.spec
+    params = json.dumps(dict(spec.params), sort_keys=True, default=str)
+    fused = c.node("fusion") is not None
+    search = None if fused else (c.node("retrieve") or c.node("lexical"))
+    first = [] if search is None else list(search.timings)
+    batch = [t for t in first if t.sample_kind == "batch"]
+    single = [t.wall_ms for t in first if t.sample_kind == "query"]
+    qps = None
+    total_ms = sum(t.wall_ms for t in batch)
+    if batch and total_ms > 0:
+        qps = sum(t.n_items for t in batch) / (total_ms / 1000.0)
+    p50, p95, p99 = _percentiles(single)
+    e2e = end_to_end_ms(c.timings, len(dataset.queries))
+    e50, e95, e99 = _percentiles(e2e)
+    rr = c.node("rerank")
+    rerank_ms = [] if rr is None else [t.wall_ms for t in rr.timings if t.sample_kind == "query"]
+    r50, r95, r99 = _percentiles(rerank_ms)
+    scored = c.node("rerank_scores")
+    pairs_per_s = None
+    if scored is not None:
+        ms = sum(t.wall_ms for t in scored.timings)
+        pairs_per_s = sum(t.n_items for t in scored.timings) / (ms / 1000.0) if ms > 0 else None
+    index = c.node("index")
+    info = index.value.info if index is not None and isinstance(index.value, IndexArtifact) \
+        else None
+    rates: tuple[float | None, float | None] = (None, None)
+    if outcome is not None:
+        try:
+            r = outcome.exclusion_rates()
+            rates = (r.query_rate, r.doc_rate)
+        except BenchError:  # no eligible gold: the rate is undefined, never 0
+            pass
+    return ConfigRow(
+        config_id=spec.config_id, label=spec.label, kind=spec.kind, params_json=params,
+        parent_config_id=spec.parent_id, status="pruned" if c.pool is None else "ok",
+        pruned_reason=c.pruned_reason, qps=qps, p50_ms=p50, p95_ms=p95, p99_ms=p99,
+        n_latency_samples=len(single), e2e_p50_ms=e50, e2e_p95_ms=e95, e2e_p99_ms=e99,
+        n_e2e_samples=len(e2e), rerank_p50_ms=r50, rerank_p95_ms=r95, rerank_p99_ms=r99,
+        rerank_pairs_per_s=pairs_per_s,
+        build_s=None if info is None or spec.kind not in ("dense", "reranked") else info.build_s,
+        index_bytes=None if info is None or spec.kind not in ("dense", "reranked")
+        else info.index_bytes,
+        unauthorized_hits=0 if c.pool is None else count_unauthorized(c.pool.hits, dataset),
+        filter_removed=None if outcome is None else outcome.removed,
+        false_exclusion_rate=rates[0], doc_false_exclusion_rate=rates[1])
+
+
+def per_query_rows(s: ConfigScores) -> list[PerQueryRow]:
+    rows = []
+    for metric, vals in s.values.items():
+        for qid, cat, v, st in zip(s.query_ids, s.categories, vals, s.statuses[metric],
+                                   strict=True):
+            rows.append(PerQueryRow(s.config_id, qid, cat, metric,
+                                    None if np.isnan(v) else float(v), st))
+    return rows
+
+
+def completion(s: ConfigScores, metric: str) -> CompletionAccounting:
+    a = s.accounting(metric)
+    return CompletionAccounting(a.n_expected, a.n_scored, a.n_missing, a.n_timeout,
+                                a.n_invalid, a.n_no_claims, a.n_pruned)
+
+
+def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
+                  decisions: list[FilterDecisionRecord], t_start: float) -> RunResult:
+    cfg, run_id, dataset = done.cfg, done.run_id, done.dataset
+    summary_rows = [r for s in done.scores for r in s.summary]
     failed = check_gates(cfg, summary_rows)
-    per_query, timing_rows, config_rows, reports = [], [], [], []
-    outcomes = ctx.filter_outcomes
-    for s in scored:
-        lane = s.lane
-        missing = set(s.missing)
-        for metric, vals in s.values.items():
-            for qid, cat, v in zip(s.query_ids, s.categories, vals, strict=True):
-                per_query.append({"run_id": run_id, "config_id": lane.config_id,
-                                  "query_id": qid, "category": cat, "metric": metric,
-                                  "value": float(v),
-                                  "status": "missing_run" if qid in missing else "scored"})
-        timing_rows += [{"run_id": run_id, "config_id": lane.config_id, **t.__dict__}
-                        for t in lane.timings]
-        outcome = outcomes.get(lane.config_id)
-        config_rows.append({
-            "run_id": run_id, "config_id": lane.config_id, "label": lane.label,
-            "kind": lane.kind, "params_json": params_json(lane.params), "pruned_reason": None,
-            **lane.ops.__dict__, "unauthorized_hits": count_unauthorized(lane.hits, dataset),
-            "filter_removed": None if outcome is None else outcome.removed,
-            **_exclusion(outcome),
-        })
-        run_path = run_dir / f"run.{lane.config_id}.trec"
-        write_trec_run(run_path, dataset, lane.hits, tag=lane.config_id)
-        reports.append(ConfigReport(lane.config_id, lane.label, dict(lane.params), s.accounting,
-                                    s.summary, lane.timings, None, config_rows[-1]))
-    n_expected = sum(1 for gold in eligible_gold(dataset).values()
-                     if any(g >= cfg.metrics.relevance_level for g in gold.values()))
-    for cid, label, reason, qp in ctx.pruned:
-        acc = CompletionAccounting(n_expected, 0, 0, 0, 0, 0, n_expected)
-        row = {"run_id": run_id, "config_id": cid, "label": label, "kind": "dense",
-               "params_json": params_json(qp), "pruned_reason": reason, **Ops().__dict__,
-               "unauthorized_hits": 0, "filter_removed": None, "false_exclusion_rate": None,
-               "doc_false_exclusion_rate": None}
+    per_query: list[PerQueryRow] = []
+    timing_rows: list[tuple[str, StageTiming]] = []
+    config_rows: list[ConfigRow] = []
+    reports: list[ConfigReport] = []
+    primary = str(cfg.metrics.names[0])
+    for c, s in zip(done.configs, done.scores, strict=True):
+        per_query += per_query_rows(s)
+        timing_rows += [(c.spec.config_id, t) for t in c.timings]
+        row = config_row(c, dataset, c.filter_outcome)
         config_rows.append(row)
-        reports.append(ConfigReport(cid, label, qp, acc, (), tuple(ctx.base_timings), reason,
-                                    row))
-    acc_by_cid = {c.config_id: accounting_columns(c.accounting) for c in reports}
-    write_table(per_query, schema.PER_QUERY, run_dir / "per_query.parquet")
-    write_table(timing_rows, schema.TIMINGS, run_dir / "timings.parquet")
-    write_table([{"run_id": run_id, **r.__dict__, **acc_by_cid[r.config_id]}
-                 for r in summary_rows], schema.SUMMARY, run_dir / "summary.parquet")
-    write_table(config_rows, schema.CONFIGS, run_dir / "configs.parquet")
-    write_table([{"run_id": run_id, **c} for c in comparisons], schema.COMPARISONS,
-                run_dir / "comparisons.parquet")
-    cache_hits = {name: n.hit for name, n in ctx.nodes.items()}
+        if c.pool is not None:
+            write_trec_run(run_dir / f"run.{c.spec.config_id}.trec", dataset, c.pool.hits,
+                           tag=c.spec.config_id)
+        reports.append(ConfigReport(c.spec.config_id, c.spec.label, dict(c.spec.params),
+                                    completion(s, primary), s.summary, c.timings,
+                                    c.pruned_reason, row))
+    summary_acc = {(s.config_id, m): s.accounting(m) for s in done.scores for m in s.values}
+    write_records(per_query, schema.PER_QUERY, run_dir / "per_query.parquet", run_id)
+    write_records([{"config_id": cid, **asdict(t)} for cid, t in timing_rows], schema.TIMINGS,
+                  run_dir / "timings.parquet", run_id)
+    write_records([{**asdict(r), **asdict(summary_acc[(r.config_id, r.metric)])}
+                   for r in summary_rows], schema.SUMMARY, run_dir / "summary.parquet", run_id)
+    write_records(config_rows, schema.CONFIGS, run_dir / "configs.parquet", run_id)
+    write_records(comparisons, schema.COMPARISONS, run_dir / "comparisons.parquet", run_id)
+    ex = done.executor
+    cache_hits = {_node_name(r.node.stage, r.node.label): r.hit
+                  for r in ex.resolutions if r.node.cached}
+    chunk_report: ChunkReport = ex.value(done.plan.chunk_stats)
+    embed: Embeddings = ex.value(done.plan.embed_docs)
+    index_res = next((r for r in ex.resolutions if r.node.key == done.plan.index.key), None)
+    embed_hit = next((r.hit for r in ex.resolutions if r.node.key == done.plan.embed_docs.key),
+                     True)
+    n_chunks = chunk_report.stats.n_chunks
     wall_s = time.perf_counter() - t_start
-    stats = ctx.embedding_stats
+    stats = embed.stats
+    n_expected = len(done.scores[0].query_ids) if done.scores else 0
     write_json(run_dir / "run.json", {
         "schema_version": schema.SCHEMA_VERSION,
         "run_id": run_id,
@@ -132,41 +214,54 @@ def write_results(ctx: RunContext, dataset: Dataset, run_dir: Path, scored: list
         "config": OmegaConf.to_container(cfg, resolve=True),
         "git_sha": git_sha(Path(__file__).resolve().parent),
         "packages": package_versions(),
-        "device": ctx.device,
+        "device": done.device,
         "dataset": {"name": dataset.name, "fingerprint": dataset.fingerprint,
                     "documents": len(dataset.documents), "queries": len(dataset.queries),
-                    "chunks": ctx.n_chunks},
+                    "chunks": n_chunks},
         "seeds": {"seed": cfg.seed, "bootstrap": cfg.seed},
-        "cache": {"dir": str(ctx.store.root), "hits": cache_hits,
-                  "events": [e.__dict__ for e in ctx.store.events]},
-        "embedding": None if stats is None else {
-            "texts_per_s": stats.texts_per_s, "tokens_per_s": stats.tokens_per_s,
-            "truncated_chunks": stats.n_truncated, "measured_by_this_run":
-                not cache_hits.get("embed_docs", True)},
-        "index": None if ctx.build_info is None else ctx.build_info.__dict__,
-        "chunks": ctx.chunk_report,
+        "plan": done.plan.to_json(ex.is_cached),
+        "cache": {"dir": str(ex.store.root), "hits": cache_hits,
+                  "events": [e.__dict__ for e in ex.store.events]},
+        "embedding": {"texts_per_s": stats.texts_per_s, "tokens_per_s": stats.tokens_per_s,
+                      "truncated_chunks": stats.n_truncated,
+                      "measured_by_this_run": not embed_hit},
+        "index": None if index_res is None else index_res.value.info.__dict__,
+        "chunks": chunk_report.to_json(),
         "configs": {r.config_id: {"label": r.label, "params": r.query_params,
                                   "completion": r.accounting.__dict__,
                                   "pruned_reason": r.pruned_reason,
                                   "trec_run": None if r.pruned_reason
                                   else f"run.{r.config_id}.trec"} for r in reports},
-        "resources": [s.__dict__ for s in ctx.telemetry.samples],
+        "resources": [s.__dict__ for s in done.telemetry.samples],
         "peak_rss_bytes": peak_rss_bytes(),
-        "filter_decisions": decisions,
+        "filter_decisions": [asdict(d) for d in decisions],
         "failed_gates": failed,
         "wall_s": wall_s,
     })
-    if ctx.comps.reporter is not None:
-        ctx.comps.reporter.write(RunReport(
+    if done.comps.reporter is not None:
+        done.comps.reporter.write(RunReport(
             run_id=run_id, run_dir=run_dir, experiment=str(cfg.experiment_name),
-            device=ctx.device, dataset_name=dataset.name,
+            device=done.device, dataset_name=dataset.name,
             dataset_fingerprint=dataset.fingerprint, n_documents=len(dataset.documents),
             n_queries=len(dataset.queries), n_without_relevant=len(dataset.queries) - n_expected,
-            n_chunks=ctx.n_chunks,
-            configs=tuple(reports), comparisons=tuple(comparisons),
+            n_chunks=n_chunks, configs=tuple(reports), comparisons=tuple(comparisons),
             decisions=tuple(decisions), cache_hits=cache_hits,
-            filters_enabled=ctx.comps.filters is not None, chunk_report=ctx.chunk_report,
-            failed_gates=tuple(failed), wall_s=wall_s, resources=tuple(ctx.telemetry.samples)))
+            filters_enabled=done.comps.filters is not None, chunk_report=chunk_report,
+            failed_gates=tuple(failed), wall_s=wall_s,
+            resources=tuple(done.telemetry.samples)))
     log.info("run %s finished in %.1fs: %s", run_id, wall_s, run_dir)
     return RunResult(run_dir, run_id, 3 if failed else 0, tuple(summary_rows), cache_hits,
                      tuple(failed))
+
+
+def _node_name(stage: str, label: str) -> str:
+    """run.json's cache-hit key: the stage, with the label where a stage has several nodes."""
+    return stage if stage in ("chunk", "chunk_stats", "embed_docs", "embed_queries", "index",
+                              "exact_topk", "lexical_index", "lexical") else f"{stage}[{label}]"
+
+
+def write_plan(the_plan: Plan, executor: Executor, run_dir: Path) -> str:
+    text = the_plan.render(executor.is_cached)
+    (run_dir / "plan.txt").write_text(text + "\n")
+    write_json(run_dir / "plan.json", the_plan.to_json(executor.is_cached))
+    return text

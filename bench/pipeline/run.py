@@ -1,9 +1,10 @@
-"""Run one experiment config: build components, resolve cached nodes, score, report, gate.
+"""Run one experiment config: plan, execute, score, compare, record, gate.
 
 ``run(cfg, run_dir) -> RunResult`` is the whole pipeline; ``bench/__main__.py`` only wires
-Hydra to it. One run evaluates several configs ("lanes") on the same queries: each query-time
-setting of the index, the lexical lane, each fusion variant. They are compared pairwise with
-the first lane as baseline.
+Hydra to it. ``bench.pipeline.plan`` expands the config into a graph of content-keyed nodes
+whose leaves are the run's configs; ``bench.pipeline.executor`` resolves each node once
+(loading cached artifacts); every config is then scored on the same queries and compared per
+query with the first one. ``plan_only=true`` prints the plan and stops before any work.
 """
 
 from __future__ import annotations
@@ -11,32 +12,93 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+import numpy as np
+from omegaconf import DictConfig
 
+from bench.budget.base import BudgetDecision, ProbeMeasurement
 from bench.cache.store import ArtifactStore
 from bench.config.build import build
-from bench.filters.base import eligible_gold
+from bench.data.base import Dataset
+from bench.embedding.stage import Embeddings
+from bench.errors import BenchError, ConfigError
+from bench.filters.base import FilterOutcome, eligible_gold
+from bench.filters.hard_vs_soft import HardVsSoft
+from bench.filters.stage import FilteredPool
+from bench.index.base import SearchResult
+from bench.index.stage import IndexArtifact
 from bench.metrics.engine import Qrels
-from bench.pipeline.context import (
-    PIPELINE_GROUPS,
-    RunContext,
-    RunResult,
-    build_components,
-    validate_top_level,
-)
+from bench.pipeline.components import Components, build_components, validate_top_level
 from bench.pipeline.device import resolve_device
-from bench.pipeline.filtering import apply_filters, filter_decisions
-from bench.pipeline.produce import produce_lanes
-from bench.pipeline.record import write_results
-from bench.pipeline.scoring import Scored, compare, score_lane
-from bench.telemetry.base import StageTiming, Telemetry
-from bench.telemetry.basic import BasicTelemetry
+from bench.pipeline.executor import Executor, Resolved
+from bench.pipeline.plan import ConfigSpec, Plan, plan
+from bench.pipeline.scoring import (
+    ConfigScores,
+    SummarySettings,
+    compare,
+    expected_queries,
+    score_hits,
+    unscored,
+)
+from bench.results.records import FilterDecisionRecord, SummaryRow
+from bench.retrieval.base import Pool
+from bench.telemetry.base import StageTiming, Telemetry, TimingLog
+from bench.telemetry.basic import BasicTelemetry, peak_rss_bytes
 
 log = logging.getLogger("bench")
 
+#: ANN recall is reported at these cutoffs (chunk level, vs the exact flat search)
+ANN_RECALL_K = (10, 100)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_dir: Path
+    run_id: str
+    exit_code: int
+    summary: tuple[SummaryRow, ...]
+    cache_hits: dict[str, bool] = field(default_factory=dict)
+    failed_gates: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ConfigRun:
+    """One config after execution: its spec, pool (None when pruned), what its chain did."""
+
+    spec: ConfigSpec
+    pool: Pool | None
+    chain: tuple[Resolved, ...]
+    timings: tuple[StageTiming, ...]
+    pruned_reason: str | None = None
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def node(self, stage: str) -> Resolved | None:
+        return next((r for r in self.chain if r.node.stage == stage), None)
+
+    @property
+    def filter_outcome(self) -> FilterOutcome | None:
+        r = self.node("filters")
+        return r.value.outcome if r is not None and isinstance(r.value, FilteredPool) else None
+
+
+@dataclass(frozen=True)
+class Executed:
+    """Everything a run computed, handed to the writers (bench.pipeline.record)."""
+
+    run_id: str
+    cfg: DictConfig
+    device: str
+    dataset: Dataset
+    plan: Plan
+    executor: Executor
+    configs: tuple[ConfigRun, ...]
+    scores: tuple[ConfigScores, ...]
+    data_timing: StageTiming
+    telemetry: Telemetry
+    comps: Components
 
 
 def run(cfg: DictConfig, run_dir: Path) -> RunResult:
@@ -46,10 +108,9 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     device = resolve_device(cfg.device)
     comps = build_components(cfg, device)
     telemetry: Telemetry = build(cfg.telemetry, "telemetry") or BasicTelemetry()
-    ctx = RunContext(cfg, comps, ArtifactStore(Path(cfg.cache_dir).expanduser()), telemetry, device,
-               f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}",
-               {g: OmegaConf.to_container(cfg[g], resolve=True) for g in PIPELINE_GROUPS})
-    log.info("run %s on device=%s, cache %s", ctx.run_id, device, ctx.store.root)
+    store = ArtifactStore(Path(cfg.cache_dir).expanduser())
+    run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    log.info("run %s on device=%s, cache %s", run_id, device, store.root)
 
     with telemetry.watch("data"):
         t0 = time.perf_counter()
@@ -58,32 +119,170 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     log.info("stage %-10s loaded %s: %d documents, %d queries in %.2fs (fingerprint %s)",
              "data", dataset.name, len(dataset.documents), len(dataset.queries),
              data_ms / 1000, dataset.fingerprint[:12])
-    ctx.base_timings.append(StageTiming("data", "total", len(dataset.documents), data_ms, "cpu"))
+    data_timing = StageTiming("data", "total", len(dataset.documents), data_ms, "cpu")
 
-    ctx.dataset_ref = dataset
-    lanes = produce_lanes(ctx, dataset)
-    lanes = apply_filters(ctx, dataset, lanes)
     m = cfg.metrics
-    qrels = Qrels.from_mapping(eligible_gold(dataset))
-    scored: list[Scored] = []
-    for lane in lanes:
+    the_plan = plan(comps, dataset, device=device, relevance_level=m.relevance_level)
+    executor = Executor(store, telemetry, device)
+    if cfg.plan_only:
+        from bench.pipeline.record import write_plan
+
+        text = write_plan(the_plan, executor, run_dir)
+        print(text)
+        return RunResult(run_dir, run_id, 0, ())
+    log.info("plan: %d configs over %d nodes", len(the_plan.configs), len(the_plan.nodes()))
+
+    executor.resolved(the_plan.chunk_stats)
+    pruned = probe_budget(comps, the_plan, executor, device)
+    configs = [execute_config(spec, the_plan, executor, pruned, data_timing)
+               for spec in the_plan.configs]
+    if all(c.pool is None for c in configs):
+        log.warning("every config was pruned by the budget")
+
+    gold = eligible_gold(dataset)
+    qrels = Qrels.from_mapping(gold)
+    settings = SummarySettings(dict(m.category_weights), m.bootstrap_resamples, m.confidence,
+                               cfg.seed)
+    exp_ids, exp_cats = expected_queries(dataset, gold, m.relevance_level)
+    scores: list[ConfigScores] = []
+    for i, c in enumerate(configs):
+        if c.pool is None:
+            scores.append(unscored(c.spec.config_id, "pruned", exp_ids, exp_cats,
+                                   list(m.names), settings))
+            continue
         with telemetry.watch("metrics"):
             t0 = time.perf_counter()
-            s = score_lane(lane, dataset, qrels, list(m.names),
-                           relevance_level=m.relevance_level,
-                           category_weights=dict(m.category_weights),
-                           resamples=m.bootstrap_resamples, confidence=m.confidence,
-                           seed=cfg.seed)
+            s = score_hits(c.spec.config_id, c.pool.hits, c.extra, dataset, qrels,
+                           list(m.names), relevance_level=m.relevance_level, settings=settings)
             ms = (time.perf_counter() - t0) * 1000.0
-        log.info("stage %-10s %s %s: %d queries scored in %.0f ms", "metrics", lane.config_id,
-                 lane.label, len(s.query_ids), ms)
-        scored.append(replace(s, lane=replace(lane, timings=(
-            *lane.timings, StageTiming("metrics", "total", len(s.query_ids), ms, "cpu")))))
-    comparisons = compare(scored, [*m.names, *(k for k in (scored[0].values if scored else {})
-                                               if k not in m.names)],
-                          resamples=m.bootstrap_resamples, confidence=m.confidence,
-                          seed=cfg.seed)
-    decisions = filter_decisions(ctx, scored)
-    return write_results(ctx, dataset, run_dir, scored, comparisons, decisions, t_start)
+        log.info("stage %-10s %s %s: %d queries scored in %.0f ms", "metrics",
+                 c.spec.config_id, c.spec.label, len(s.query_ids), ms)
+        scores.append(s)
+        configs[i] = replace(c, timings=(
+            *c.timings, StageTiming("metrics", "total", len(s.query_ids), ms, "cpu")))
+    done = Executed(run_id, cfg, device, dataset, the_plan, executor, tuple(configs),
+                    tuple(scores), data_timing, telemetry, comps)
+    kept = [s for c, s in zip(configs, scores, strict=True) if c.pool is not None]
+    extra_metrics = [k for k in (kept[0].values if kept else {}) if k not in m.names]
+    comparisons = compare(kept, [*m.names, *extra_metrics], resamples=m.bootstrap_resamples,
+                          confidence=m.confidence, seed=cfg.seed)
+    decisions = filter_decisions(done)
+    from bench.pipeline.record import write_results
+
+    return write_results(done, run_dir, comparisons, decisions, t_start)
 
 
+def execute_config(spec: ConfigSpec, the_plan: Plan, executor: Executor,
+                   pruned: dict[str, str], data_timing: StageTiming) -> ConfigRun:
+    chain = spec.chain
+    reason = next((pruned[n.key] for n in chain if n.key in pruned), None)
+    if reason is not None:
+        return ConfigRun(spec, None, (), (data_timing,), reason)
+    resolved = tuple(executor.resolved(n) for n in chain)
+    pool = resolved[-1].value
+    assert isinstance(pool, Pool), f"config leaf {spec.label} is not a candidate pool"
+    extra: dict[str, np.ndarray] = {}
+    if pool.chunk_result is not None and the_plan.exact is not None:
+        extra = ann_recall(pool.chunk_result, executor.value(the_plan.exact),
+                           executor.value(the_plan.embed_docs),
+                           executor.value(the_plan.embed_queries))
+    timings = (data_timing, *(t for r in resolved for t in r.timings))
+    return ConfigRun(spec, pool, resolved, timings, None, extra)
+
+
+def ann_recall(chunk_res: SearchResult, exact: SearchResult, docs: Embeddings,
+               queries: Embeddings) -> dict[str, np.ndarray]:
+    """Tie-tolerant ANN recall@k per query, on EXACT scores of the returned chunks (ANN
+    scores of quantised indexes are approximate)."""
+    from bench.index.exact import ann_recall_at_k
+
+    ids = chunk_res.ids
+    safe = np.where(ids >= 0, ids, 0)
+    vecs = np.asarray(docs.vectors)
+    exact_scores = np.einsum("qd,qkd->qk", np.asarray(queries.vectors),
+                             vecs[safe]).astype(np.float32)
+    exact_scores[ids < 0] = -np.inf
+    ann = SearchResult(ids=ids, scores=exact_scores)
+    out = {}
+    for k in ANN_RECALL_K:
+        if k <= min(ids.shape[1], exact.ids.shape[1]):
+            out[f"ann_recall@{k}"] = ann_recall_at_k(ann, exact, k)
+    return out
+
+
+def probe_budget(comps: Components, the_plan: Plan, executor: Executor, device: str
+                 ) -> dict[str, str]:
+    """Time single queries of every dense search on a deterministic sample before running it;
+    a node the budget rejects prunes every config below it. Returns {node key: reason}."""
+    budget = comps.budget
+    if budget is None or not the_plan.dense:
+        return {}
+    index: IndexArtifact = executor.value(the_plan.index)
+    queries: Embeddings = executor.value(the_plan.embed_queries)
+    n_chunks = index.info.n_vectors
+    q_vecs = np.asarray(queries.vectors)
+    n = min(budget.probe_queries, len(q_vecs))
+    sample = np.linspace(0, len(q_vecs) - 1, n).astype(int)
+    depth = comps.retriever.depth(n_chunks)
+    pruned: dict[str, str] = {}
+    for label, node in the_plan.dense.items():
+        qp = node.op.query_params
+        timing = TimingLog("probe", device=device)
+        for i in sample:
+            with timing.measure("query", 1, sync_cuda=device == "cuda"):
+                index.built.search(q_vecs[i : i + 1], depth, qp)
+        decision: BudgetDecision = budget.check(ProbeMeasurement(
+            stage="retrieve", n_queries=n,
+            query_latency_ms=tuple(s.wall_ms for s in timing.samples),
+            index_bytes=index.info.index_bytes, peak_rss_bytes=peak_rss_bytes(),
+            peak_vram_bytes=None))
+        log.info("budget %s: %s — %s", label, "keep" if decision.keep else "PRUNED",
+                 decision.reason)
+        if not decision.keep:
+            pruned[node.key] = decision.reason
+    return pruned
+
+
+def filter_decisions(done: Executed) -> list[FilterDecisionRecord]:
+    """The pre-registered hard-vs-soft rule for every lane run both ways."""
+    f = done.comps.filters
+    if not isinstance(f, HardVsSoft):
+        return []
+    cfg = done.cfg
+    by_pair: dict[str, dict[str, tuple[ConfigRun, ConfigScores]]] = {}
+    for c, s in zip(done.configs, done.scores, strict=True):
+        if c.spec.filter_pair is not None and c.spec.kind != "reranked" and c.pool is not None:
+            lane, mode = c.spec.filter_pair
+            by_pair.setdefault(lane, {})[mode] = (c, s)
+    quality = f.hard.predicate_quality(done.dataset, relevance_level=cfg.metrics.relevance_level)
+    log.info("filters predicate precision %s recall %s (%d extracted, %d labelled)",
+             quality.precision, quality.recall, quality.n_extracted, quality.n_labelled)
+    out: list[FilterDecisionRecord] = []
+    pm, rm = f.precision_metric, f.recall_metric
+    for lane, pair in by_pair.items():
+        if "hard" not in pair or "soft" not in pair:
+            continue
+        (hard_run, hard), (_, soft) = pair["hard"], pair["soft"]
+        if pm not in hard.values or rm not in hard.values:
+            raise ConfigError("filters.precision_metric", f"{pm} and {rm} must be in metrics.names")
+        outcome = hard_run.filter_outcome
+        assert outcome is not None
+        try:
+            rate = outcome.exclusion_rates().query_rate
+        except BenchError as exc:
+            out.append(FilterDecisionRecord(lane=lane, choice=None, error=exc.one_line()))
+            continue
+        d = f.hard.decide(hard.values[pm], soft.values[pm], exclusion_rate=rate,
+                          recall_hard=float(np.mean(hard.values[rm])),
+                          recall_soft=float(np.mean(soft.values[rm])), seed=cfg.seed,
+                          resamples=cfg.metrics.bootstrap_resamples)
+        fields: dict[str, Any] = dict(d.__dict__)
+        for k in ("gain_ok", "exclusion_ok", "recall_ok"):
+            fields.pop(k)
+        out.append(FilterDecisionRecord(
+            lane=lane, **fields, predicate_precision=quality.precision,
+            predicate_recall=quality.recall, predicates_extracted=quality.n_extracted,
+            predicates_labelled=quality.n_labelled))
+        log.info("filters decision for %s: %s %s", lane, d.choice.upper(),
+                 "; ".join(d.reasons) or "(every condition met)")
+    return out

@@ -1,32 +1,52 @@
-"""Score lanes against the gold the caller may see, summarise, and compare them pairwise."""
+"""Score configs against the gold the caller may see, summarise, and compare them pairwise.
+
+Every (config, query, metric) gets a status (``bench.results.records.STATUSES``). Means, CIs
+and comparisons use only the queries whose status carries a value, metric by metric: a metric
+absent for one query never drops that query from the other metrics, and a metric only some
+configs have is compared only where both configs have it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from bench.data.base import Dataset
 from bench.metrics.engine import Evaluation, Qrels, Run, evaluate
-from bench.metrics.stats import CompletionAccounting, holm, paired_compare
-from bench.pipeline.lanes import Lane
-from bench.pipeline.summarize import SummaryRow, summarize
+from bench.metrics.stats import PairedComparison, holm, paired_compare
+from bench.pipeline.summarize import summarize
+from bench.results.records import VALUED, Accounting, Comparison, SummaryRow
 from bench.retrieval.base import Hits
 
 
 @dataclass(frozen=True)
-class Scored:
-    """A lane's per-query values over the expected queries, with accounting and summary."""
+class ConfigScores:
+    """A config's per-query values over the expected queries, with statuses and summary."""
 
-    lane: Lane
+    config_id: str
     query_ids: tuple[str, ...]
     categories: tuple[str, ...]
+    #: float64 per query; NaN where the status carries no value
     values: Mapping[str, np.ndarray]
-    missing: tuple[str, ...]
-    accounting: CompletionAccounting
+    statuses: Mapping[str, tuple[str, ...]]
     summary: tuple[SummaryRow, ...]
+
+    def accounting(self, metric: str) -> Accounting:
+        return Accounting.of(self.statuses[metric])
+
+    def valued(self, metric: str) -> np.ndarray:
+        """bool mask of the queries whose value for ``metric`` counts."""
+        return np.asarray([s in VALUED for s in self.statuses[metric]], dtype=bool)
+
+
+@dataclass(frozen=True)
+class SummarySettings:
+    category_weights: Mapping[str, float]
+    resamples: int
+    confidence: float
+    seed: int
 
 
 def run_of(dataset: Dataset, hits: Hits) -> Run:
@@ -39,52 +59,87 @@ def run_of(dataset: Dataset, hits: Hits) -> Run:
     )
 
 
-def score_lane(
-    lane: Lane,
-    dataset: Dataset,
-    qrels: Qrels,
-    metrics: Sequence[str],
-    *,
-    relevance_level: int,
-    category_weights: Mapping[str, float],
-    resamples: int,
-    confidence: float,
-    seed: int,
-) -> Scored:
-    ev: Evaluation = evaluate(qrels, run_of(dataset, lane.hits), list(metrics),
+def summarize_values(config_id: str, categories: Sequence[str],
+                     values: Mapping[str, np.ndarray], statuses: Mapping[str, Sequence[str]],
+                     s: SummarySettings) -> tuple[SummaryRow, ...]:
+    rows: list[SummaryRow] = []
+    cats = np.asarray(categories, dtype=object)
+    for metric, vals in values.items():
+        mask = np.asarray([x in VALUED for x in statuses[metric]], dtype=bool)
+        rows += summarize(config_id, tuple(cats[mask]), {metric: np.asarray(vals)[mask]},
+                          category_weights=s.category_weights, resamples=s.resamples,
+                          confidence=s.confidence, seed=s.seed)
+    return tuple(rows)
+
+
+def score_hits(config_id: str, hits: Hits, extra: Mapping[str, np.ndarray], dataset: Dataset,
+               qrels: Qrels, metrics: Sequence[str], *, relevance_level: int,
+               settings: SummarySettings) -> ConfigScores:
+    """Retrieval metrics of one pool; ``extra`` adds per-query metrics over ALL queries in
+    dataset order (e.g. ann_recall@10)."""
+    ev: Evaluation = evaluate(qrels, run_of(dataset, hits), list(metrics),
                               relevance_level=relevance_level)
-    values = dict(ev.values)
-    if lane.extra:
+    values = {m: np.asarray(v, dtype=np.float64) for m, v in ev.values.items()}
+    if extra:
         pos = {q.query_id: i for i, q in enumerate(dataset.queries)}
         rows = np.asarray([pos[qid] for qid in ev.query_ids], dtype=np.int64)
-        for name, per_query in lane.extra.items():
+        for name, per_query in extra.items():
             values[name] = np.asarray(per_query, dtype=np.float64)[rows]
+    missing = set(ev.missing_runs)
+    status = tuple("missing_run" if q in missing else "scored" for q in ev.query_ids)
+    statuses = {m: status for m in values}
     cat_of = {q.query_id: q.category for q in dataset.queries}
     cats = tuple(cat_of[qid] for qid in ev.query_ids)
-    acc = CompletionAccounting(expected=len(ev.query_ids), scored=len(ev.query_ids),
-                               missing=len(ev.missing_runs), timeout=0, invalid=0,
-                               no_claims=0, pruned=0)
-    summary = summarize(lane.config_id, cats, values, category_weights=category_weights,
-                        resamples=resamples, confidence=confidence, seed=seed)
-    return Scored(lane, tuple(ev.query_ids), cats, values, tuple(ev.missing_runs), acc,
-                  tuple(summary))
+    return ConfigScores(config_id, tuple(ev.query_ids), cats, values, statuses,
+                        summarize_values(config_id, cats, values, statuses, settings))
 
 
-def compare(scored: Sequence[Scored], metrics: Sequence[str], *, resamples: int,
-            confidence: float, seed: int) -> list[dict[str, Any]]:
-    """Each lane vs the first (the baseline) on the same queries, overall and per category;
-    Holm-adjusted across lanes per (metric, scope)."""
+def expected_queries(dataset: Dataset, gold: Mapping[str, Mapping[str, int]],
+                     relevance_level: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(query ids, categories) of the queries retrieval metrics average over: those with a
+    relevant (eligible) document, in dataset order."""
+    qs = [q for q in dataset.queries
+          if any(g >= relevance_level for g in gold.get(q.query_id, {}).values())]
+    return tuple(q.query_id for q in qs), tuple(q.category for q in qs)
+
+
+def unscored(config_id: str, status: str, query_ids: tuple[str, ...],
+             categories: tuple[str, ...], metrics: Sequence[str],
+             settings: SummarySettings) -> ConfigScores:
+    """A config that produced no values (pruned, failed): every query carries ``status``."""
+    values = {m: np.full(len(query_ids), np.nan) for m in metrics}
+    statuses = {m: tuple(status for _ in query_ids) for m in metrics}
+    return ConfigScores(config_id, query_ids, categories, values, statuses,
+                        summarize_values(config_id, categories, values, statuses, settings))
+
+
+def compare(scored: Sequence[ConfigScores], metrics: Sequence[str], *, resamples: int,
+            confidence: float, seed: int) -> list[Comparison]:
+    """Each config vs the first (the baseline), paired on the queries where both have a value,
+    overall and per category; Holm-adjusted across configs per (metric, scope)."""
     if len(scored) < 2:
         return []
     base = scored[0]
-    rows: list[dict[str, Any]] = []
+    rows: list[Comparison] = []
     for metric in metrics:
-        scopes: dict[str, list[tuple[Scored, Any]]] = {}
+        if metric not in base.values:
+            continue
+        scopes: dict[str, list[tuple[ConfigScores, PairedComparison]]] = {}
+        base_ok = base.valued(metric)
+        base_pos = {q: i for i, q in enumerate(base.query_ids)}
         for other in scored[1:]:
-            if other.query_ids != base.query_ids or metric not in other.values:
+            if metric not in other.values:
                 continue
-            a, b = base.values[metric], other.values[metric]
-            cats = np.asarray(base.categories, dtype=object)
+            ok = other.valued(metric)
+            pairs = [(base_pos[q], j) for j, q in enumerate(other.query_ids)
+                     if q in base_pos and ok[j] and base_ok[base_pos[q]]]
+            if not pairs:
+                continue
+            ia = np.asarray(sorted(p[0] for p in pairs))
+            jb = {p[0]: p[1] for p in pairs}
+            ib = np.asarray([jb[i] for i in ia])
+            a, b = base.values[metric][ia], other.values[metric][ib]
+            cats = np.asarray(base.categories, dtype=object)[ia]
             for scope, mask in [("all", np.ones(len(a), bool))] + [
                 (f"category:{c}", cats == c) for c in sorted(set(base.categories))
             ]:
@@ -96,11 +151,7 @@ def compare(scored: Sequence[Scored], metrics: Sequence[str], *, resamples: int,
         for scope, items in scopes.items():
             adjusted = holm([c.p_value for _, c in items])
             for (other, c), p_adj in zip(items, adjusted, strict=True):
-                rows.append({
-                    "baseline_config_id": base.lane.config_id,
-                    "config_id": other.lane.config_id, "scope": scope, "metric": metric,
-                    "n": c.n, "mean_baseline": c.mean_a, "mean_config": c.mean_b,
-                    "delta": c.delta, "ci_low": c.ci_low, "ci_high": c.ci_high,
-                    "p_value": c.p_value, "p_holm": p_adj,
-                })
+                rows.append(Comparison(base.config_id, other.config_id, scope, metric, c.n,
+                                       c.mean_a, c.mean_b, c.delta, c.ci_low, c.ci_high,
+                                       c.p_value, p_adj))
     return rows

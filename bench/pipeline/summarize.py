@@ -3,31 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-
 import numpy as np
 
 from bench.errors import ConfigError
 from bench.metrics.registry import parse_metric
 from bench.metrics.stats import (
-    CompletionAccounting,
     bootstrap_ci,
     category_means,
     macro_average,
     weighted_average,
 )
-
-
-@dataclass(frozen=True)
-class SummaryRow:
-    config_id: str
-    scope: str
-    metric: str
-    higher_is_better: bool
-    n: int
-    mean: float | None
-    ci_low: float | None
-    ci_high: float | None
+from bench.results.records import SummaryRow
 
 
 def summarize(
@@ -107,15 +93,3 @@ def _weighted_row(
     alpha = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(boots, [alpha, 1.0 - alpha])
     return SummaryRow(config_id, scope, metric, hib, len(vals), point, float(lo), float(hi))
-
-
-def accounting_columns(acc: CompletionAccounting) -> dict[str, int]:
-    return {
-        "n_expected": acc.expected,
-        "n_scored": acc.scored,
-        "n_missing": acc.missing,
-        "n_timeout": acc.timeout,
-        "n_invalid": acc.invalid,
-        "n_no_claims": acc.no_claims,
-        "n_pruned": acc.pruned,
-    }

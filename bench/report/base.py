@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from bench.chunking.stage import ChunkReport
 from bench.metrics.stats import CompletionAccounting
-from bench.pipeline.summarize import SummaryRow
+from bench.results.records import Comparison, ConfigRow, FilterDecisionRecord, SummaryRow
 from bench.telemetry.base import ResourceSample, StageTiming
 
 
@@ -25,7 +26,7 @@ class ConfigReport:
     timings: tuple[StageTiming, ...]
     pruned_reason: str | None
     #: the config's row of configs.parquet (QPS, latency, index size, filter figures)
-    ops: dict[str, Any]
+    ops: ConfigRow
 
 
 @dataclass(frozen=True)
@@ -43,14 +44,14 @@ class RunReport:
     n_chunks: int
     configs: tuple[ConfigReport, ...]
     #: rows of comparisons.parquet (each config vs the first, paired per query)
-    comparisons: tuple[dict[str, Any], ...]
+    comparisons: tuple[Comparison, ...]
     #: hard-vs-soft filter decisions (filters=hard_vs_soft), one per lane
-    decisions: tuple[dict[str, Any], ...]
+    decisions: tuple[FilterDecisionRecord, ...]
     cache_hits: dict[str, bool]
     #: whether a filter stage ran (entitlement enforced)
     filters_enabled: bool
     #: chunk counts, token stats, traceability, near-duplicates (bench.chunking.stats)
-    chunk_report: dict[str, Any]
+    chunk_report: ChunkReport | None
     failed_gates: tuple[str, ...]
     wall_s: float
     resources: tuple[ResourceSample, ...]

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from bench.config.build import OptionError
-from bench.pipeline.summarize import SummaryRow
 from bench.report.base import ConfigReport, RunReport
 from bench.report.pareto import pareto_front
+from bench.results.records import SummaryRow
 from bench.results.write import atomic_write_bytes
 from bench.telemetry.base import StageTiming
 
@@ -93,12 +93,12 @@ class MarkdownReport:
                 row = _find(c.summary, "all", m)
                 cells.append("-" if row is None else f"{_fmt(row.mean)} {_ci(row)}")
             ops = c.ops
-            size = ops.get("index_bytes")
+            size = ops.index_bytes
             lines.append(
                 f"| `{c.config_id}` | {c.label} | " + " | ".join(cells)
-                + f" | {_num(ops.get('qps'), 0)} | {_num(ops.get('p95_ms'), 2)} | "
+                + f" | {_num(ops.qps, 0)} | {_num(ops.p95_ms, 2)} | "
                 f"{'-' if size is None else f'{size / 2**20:.1f}'} | "
-                f"{ops.get('unauthorized_hits', 0)} | {'★' if front.get(c.config_id) else ''} |")
+                f"{ops.unauthorized_hits} | {'★' if front.get(c.config_id) else ''} |")
         lines += ["", f"Pareto (★): no other config has at least as high {self.primary[0]} "
                   "and at least as low p95 latency, and is strictly better on one. "
                   "QPS: batch mode; p95: single-query mode; fused lanes add their inputs' "
@@ -113,18 +113,18 @@ class MarkdownReport:
         pts, ids = [], []
         for c in kept:
             row = _find(c.summary, "all", self.primary[0])
-            p95 = c.ops.get("p95_ms")
+            p95 = c.ops.p95_ms if c.ops.p95_ms is not None else c.ops.e2e_p95_ms
             if row is not None and row.mean is not None and p95 is not None:
                 pts.append((row.mean, p95))
                 ids.append(c.config_id)
         return dict(zip(ids, pareto_front(pts, (True, False)), strict=True)) if pts else {}
 
     def _comparisons(self, r: RunReport) -> list[str]:
-        rows = [c for c in r.comparisons if c["scope"] == "all" and c["metric"] in self.primary]
+        rows = [c for c in r.comparisons if c.scope == "all" and c.metric in self.primary]
         if not rows:
             return []
         label = {c.config_id: c.label for c in r.configs}
-        base = rows[0]["baseline_config_id"]
+        base = rows[0].baseline_config_id
         lines = [f"## Paired comparisons vs `{base}` ({label.get(base, base)})", "",
                  "Per-query paired differences on the same queries: delta = config − baseline, "
                  "95 % bootstrap CI, sign-flip randomization p, Holm-adjusted across configs.",
@@ -132,32 +132,33 @@ class MarkdownReport:
                  "|---|---|---:|---:|---|---:|---:|---:|"]
         for c in rows:
             lines.append(
-                f"| {label.get(c['config_id'], c['config_id'])} | {c['metric']} | "
-                f"{c['mean_baseline']:.4f} | {c['mean_config']:.4f} | {c['delta']:+.4f} "
-                f"[{c['ci_low']:+.4f}, {c['ci_high']:+.4f}] | {c['p_value']:.4f} | "
-                f"{c['p_holm']:.4f} | {c['n']} |")
+                f"| {label.get(c.config_id, c.config_id)} | {c.metric} | "
+                f"{c.mean_baseline:.4f} | {c.mean_config:.4f} | {c.delta:+.4f} "
+                f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}] | {c.p_value:.4f} | "
+                f"{c.p_holm:.4f} | {c.n} |")
         return [*lines, ""]
 
     def _chunks(self, r: RunReport) -> list[str]:
-        if not r.chunk_report:
+        if r.chunk_report is None:
             return []
-        st = r.chunk_report["stats"]
-        nd = r.chunk_report["near_duplicates"]
+        st = r.chunk_report.stats
+        nd = r.chunk_report.near_duplicates
         lines = [
             "## Chunks", "",
-            f"{st['n_chunks']} chunks from {st['n_docs']} documents "
-            f"({st['n_docs_without_chunks']} without a chunk); chunks per document mean "
-            f"{st['chunks_per_doc_mean']:.2f}, max {st['chunks_per_doc_max']}; embedder tokens "
-            f"min {st['tokens_min']}, p50 {st['tokens_p50']:.0f}, p95 {st['tokens_p95']:.0f}, max "
-            f"{st['tokens_max']}, mean {st['tokens_mean']:.1f}; traceable to their source "
-            f"{st['traceability_pct']:.1f} %; empty {st['n_empty']}.", "",
-            f"Near-duplicates (MinHash/LSH, Jaccard >= {nd['threshold']}): "
-            f"{100 * nd['cross_doc_rate']:.2f} % of chunks have one in another document, "
-            f"{100 * nd['within_doc_rate']:.2f} % within their own document.", ""]
-        for ex in nd["examples"][:3]:
-            lines.append(f"- chunks {ex['chunk_a']} / {ex['chunk_b']} (Jaccard ≈ "
-                         f"{ex['jaccard']:.2f}{', same doc' if ex['same_doc'] else ''}): "
-                         f"“{ex['text_a'][:80]}…” / “{ex['text_b'][:80]}…”")
+            f"{st.n_chunks} chunks from {st.n_docs} documents "
+            f"({st.n_docs_without_chunks} without a chunk); chunks per document mean "
+            f"{st.chunks_per_doc_mean:.2f}, max {st.chunks_per_doc_max}; embedder tokens "
+            f"min {st.tokens_min}, p50 {st.tokens_p50:.0f}, p95 {st.tokens_p95:.0f}, max "
+            f"{st.tokens_max}, mean {st.tokens_mean:.1f}; traceable to their source "
+            f"{st.traceability_pct:.1f} %; empty {st.n_empty}.", "",
+            f"Near-duplicates (MinHash/LSH, Jaccard >= {nd.threshold}): "
+            f"{100 * nd.cross_doc_rate:.2f} % of chunks have one in another document, "
+            f"{100 * nd.within_doc_rate:.2f} % within their own document.", ""]
+        for ex in r.chunk_report.examples[:3]:
+            p = ex.pair
+            lines.append(f"- chunks {p.chunk_a} / {p.chunk_b} (Jaccard ≈ "
+                         f"{p.jaccard:.2f}{', same doc' if p.same_doc else ''}): "
+                         f"“{ex.text_a[:80]}…” / “{ex.text_b[:80]}…”")
         return [*lines, ""]
 
     def _decisions(self, r: RunReport) -> list[str]:
@@ -170,23 +171,23 @@ class MarkdownReport:
                  "", "| lane | choice | precision gain (95 % CI) | false-exclusion rate | "
                  "recall hard / soft | why |", "|---|---|---|---:|---|---|"]
         for d in r.decisions:
-            if "error" in d:
-                lines.append(f"| {d['lane']} | undecided | - | - | - | {d['error']} |")
+            if d.error is not None:
+                lines.append(f"| {d.lane} | undecided | - | - | - | {d.error} |")
                 continue
-            why = "; ".join(d["reasons"]) or "every condition met"
+            why = "; ".join(d.reasons) or "every condition met"
             lines.append(
-                f"| {d['lane']} | **{d['choice']}** | {d['precision_gain']:+.4f} "
-                f"[{d['gain_ci_low']:+.4f}, {d['gain_ci_high']:+.4f}] (min "
-                f"{d['min_precision_gain']}) | {d['exclusion_rate']:.4f} (max "
-                f"{d['max_exclusion_rate']}) | {d['recall_hard']:.4f} / {d['recall_soft']:.4f} "
-                f"(max loss {d['max_recall_loss']}) | {why} |")
+                f"| {d.lane} | **{d.choice}** | {_num(d.precision_gain, 4, '+')} "
+                f"[{_num(d.gain_ci_low, 4, '+')}, {_num(d.gain_ci_high, 4, '+')}] (min "
+                f"{d.min_precision_gain}) | {_num(d.exclusion_rate, 4)} (max "
+                f"{d.max_exclusion_rate}) | {_num(d.recall_hard, 4)} / "
+                f"{_num(d.recall_soft, 4)} (max loss {d.max_recall_loss}) | {why} |")
         d0 = r.decisions[0]
-        if d0.get("predicate_precision") is not None or d0.get("predicate_recall") is not None:
+        if d0.predicate_precision is not None or d0.predicate_recall is not None:
             lines += ["", f"Extracted predicates vs labelled (gold docs' tags): precision "
-                      f"{_num(d0.get('predicate_precision'), 3)}, recall "
-                      f"{_num(d0.get('predicate_recall'), 3)} "
-                      f"({d0.get('predicates_extracted')} extracted, "
-                      f"{d0.get('predicates_labelled')} labelled)."]
+                      f"{_num(d0.predicate_precision, 3)}, recall "
+                      f"{_num(d0.predicate_recall, 3)} "
+                      f"({d0.predicates_extracted} extracted, "
+                      f"{d0.predicates_labelled} labelled)."]
         return [*lines, ""]
 
     def _config_section(self, c: ConfigReport) -> list[str]:
@@ -261,8 +262,8 @@ class MarkdownReport:
         return path
 
 
-def _num(v: float | None, digits: int) -> str:
-    return "-" if v is None else f"{v:.{digits}f}"
+def _num(v: float | None, digits: int, sign: str = "") -> str:
+    return "-" if v is None else f"{v:{sign}.{digits}f}"
 
 
 def _find(rows: Sequence[SummaryRow], scope: str, metric: str) -> SummaryRow | None:

@@ -25,6 +25,8 @@ import numpy as np
 class Reranker(Protocol):
     #: short name used in config labels ("maxsim", "cross_encoder", ...)
     name: str
+    #: candidates scoring below this are dropped after reranking (per model; None: keep all)
+    score_threshold: float | None
 
     def cache_params(self) -> dict[str, object]:
         """Every option that changes scores (model identity, max length, precision), none

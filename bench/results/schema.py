@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: per_query.parquet: one row per (config_id, query_id, metric).
 PER_QUERY = pa.schema(
@@ -20,8 +20,11 @@ PER_QUERY = pa.schema(
         pa.field("query_id", pa.string(), nullable=False),
         pa.field("category", pa.string(), nullable=False),
         pa.field("metric", pa.string(), nullable=False),
-        pa.field("value", pa.float64(), nullable=False),
-        # scored | missing_run (scored as an empty ranking, trec_eval -c)
+        # null where the status carries no value (pruned, failed, timeout, invalid, no_claims)
+        pa.field("value", pa.float64(), nullable=True),
+        # scored | missing_run (scored as an empty ranking, trec_eval -c) | timeout | invalid |
+        # no_claims | pruned | failed — per (query, metric): one metric can be absent for a
+        # query without dropping the query from the others
         pa.field("status", pa.string(), nullable=False),
     ]
 )
@@ -40,6 +43,8 @@ TIMINGS = pa.schema(
         pa.field("device", pa.string(), nullable=False),
         # true when the sample was measured by the run that filled the cache, not this one
         pa.field("from_cache", pa.bool_(), nullable=False),
+        # the query of a single-query sample (sample_kind "query"); null otherwise
+        pa.field("query_id", pa.string(), nullable=True),
     ]
 )
 
@@ -65,6 +70,7 @@ SUMMARY = pa.schema(
         pa.field("n_invalid", pa.int64(), nullable=False),
         pa.field("n_no_claims", pa.int64(), nullable=False),
         pa.field("n_pruned", pa.int64(), nullable=False),
+        pa.field("n_failed", pa.int64(), nullable=False),
     ]
 )
 
@@ -75,16 +81,31 @@ CONFIGS = pa.schema(
         pa.field("run_id", pa.string(), nullable=False),
         pa.field("config_id", pa.string(), nullable=False),
         pa.field("label", pa.string(), nullable=False),
-        # dense | lexical | fused
+        # dense | lexical | fused | reranked
         pa.field("kind", pa.string(), nullable=False),
-        # JSON of the lane's own parameters (query knobs, fusion variant)
+        # JSON of the config's own parameters (query knobs, fusion variant, rerank depth)
         pa.field("params_json", pa.string(), nullable=False),
+        # the config this one extends (a reranked config's candidate pool); null otherwise
+        pa.field("parent_config_id", pa.string(), nullable=True),
+        # ok | pruned
+        pa.field("status", pa.string(), nullable=False),
         pa.field("pruned_reason", pa.string(), nullable=True),
+        # first-stage search: QPS in batch mode, p50/p95/p99 in single-query mode
         pa.field("qps", pa.float64(), nullable=True),
         pa.field("p50_ms", pa.float64(), nullable=True),
         pa.field("p95_ms", pa.float64(), nullable=True),
         pa.field("p99_ms", pa.float64(), nullable=True),
         pa.field("n_latency_samples", pa.int64(), nullable=False),
+        # end to end per query: the sum of the query-time stages along the config's chain
+        pa.field("e2e_p50_ms", pa.float64(), nullable=True),
+        pa.field("e2e_p95_ms", pa.float64(), nullable=True),
+        pa.field("e2e_p99_ms", pa.float64(), nullable=True),
+        pa.field("n_e2e_samples", pa.int64(), nullable=False),
+        # the reranker's own per-query latency at this depth, and its throughput in pairs/s
+        pa.field("rerank_p50_ms", pa.float64(), nullable=True),
+        pa.field("rerank_p95_ms", pa.float64(), nullable=True),
+        pa.field("rerank_p99_ms", pa.float64(), nullable=True),
+        pa.field("rerank_pairs_per_s", pa.float64(), nullable=True),
         pa.field("build_s", pa.float64(), nullable=True),
         pa.field("index_bytes", pa.int64(), nullable=True),
         # retrieved documents the caller may not see (must be 0 when entitlement is enforced)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -40,6 +41,15 @@ def write_table(rows: Sequence[Mapping[str, Any]], schema: pa.Schema, path: Path
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     pq.write_table(table, tmp)
     os.replace(tmp, path)
+
+
+def write_records(rows: Sequence[Any], schema: pa.Schema, path: Path, run_id: str) -> None:
+    """Typed records (frozen dataclasses) or mappings -> Parquet with exactly ``schema``;
+    ``run_id`` and ``schema_version`` filled in."""
+    def as_map(r: Any) -> Mapping[str, Any]:
+        return r if isinstance(r, Mapping) else dataclasses.asdict(r)
+
+    write_table([{"run_id": run_id, **as_map(r)} for r in rows], schema, path)
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -30,15 +30,34 @@ HITS_SCHEMA = pa.schema(
         pa.field("rank", pa.int32(), nullable=False),
         pa.field("doc_idx", pa.int32(), nullable=False),
         pa.field("score", pa.float32(), nullable=False),
+        # the chunk (row of the chunk table) that produced the hit; -1 = unknown
+        pa.field("chunk_idx", pa.int32(), nullable=False),
     ]
 )
 
 
 @dataclass(frozen=True)
 class Hits:
+    """A candidate pool. ``chunk_idx`` is the chunk that produced each hit (rerankers and
+    prompts need passages, not just document ids); -1 where a pool does not know it."""
+
     offsets: np.ndarray  # int64 [n_queries + 1]
     doc_idx: np.ndarray  # int32
     scores: np.ndarray  # float32
+    chunk_idx: np.ndarray | None = None  # int32, aligned with doc_idx
+
+    def chunks(self) -> np.ndarray:
+        """int32 chunk of every hit (-1 where unknown)."""
+        if self.chunk_idx is None:
+            return np.full(len(self.doc_idx), -1, dtype=np.int32)
+        return self.chunk_idx
+
+    def take(self, offsets: np.ndarray, rows: np.ndarray, scores: np.ndarray | None = None
+             ) -> Hits:
+        """A new pool of the hits at ``rows`` (chunks travel with their hits)."""
+        return Hits(offsets=offsets, doc_idx=self.doc_idx[rows],
+                    scores=self.scores[rows] if scores is None else scores,
+                    chunk_idx=None if self.chunk_idx is None else self.chunk_idx[rows])
 
     @property
     def n_queries(self) -> int:
@@ -54,7 +73,8 @@ class Hits:
         starts = np.repeat(self.offsets[:-1], counts)
         rank = (np.arange(len(self.doc_idx)) - starts + 1).astype(np.int32)
         table = pa.table(
-            {"query_idx": qidx, "rank": rank, "doc_idx": self.doc_idx, "score": self.scores},
+            {"query_idx": qidx, "rank": rank, "doc_idx": self.doc_idx, "score": self.scores,
+             "chunk_idx": self.chunks()},
             schema=HITS_SCHEMA,
         )
         pq.write_table(table, path)
@@ -65,7 +85,17 @@ class Hits:
         qidx = t["query_idx"].to_numpy()
         offsets = np.zeros(n_queries + 1, dtype=np.int64)
         np.cumsum(np.bincount(qidx, minlength=n_queries), out=offsets[1:])
-        return cls(offsets, t["doc_idx"].to_numpy(), t["score"].to_numpy())
+        return cls(offsets, t["doc_idx"].to_numpy(), t["score"].to_numpy(),
+                   t["chunk_idx"].to_numpy())
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The candidates one chain hands downstream: document ``hits`` (with the chunk behind
+    each hit) and, for a dense search, the chunk-level top columns kept for ANN recall."""
+
+    hits: Hits
+    chunk_result: SearchResult | None = None
 
 
 def order_key(doc_ids: Sequence[str]) -> np.ndarray:
@@ -95,8 +125,10 @@ class Retriever(Protocol):
 
     def search(self, index: BuiltIndex, query_vectors: np.ndarray,
                params: Mapping[str, int | float], *, n_chunks: int, timing: TimingLog,
-               sync_cuda: bool = False) -> SearchResult:
-        """Chunk-level top-``depth`` per query, recording timing samples in ``timing``."""
+               sync_cuda: bool = False, query_ids: Sequence[str] | None = None
+               ) -> SearchResult:
+        """Chunk-level top-``depth`` per query, recording timing samples in ``timing``
+        (single-query samples carry ``query_ids[i]``)."""
         ...
 
     def fold(self, result: SearchResult, chunk_doc: np.ndarray, id_key: np.ndarray) -> Hits:
@@ -111,6 +143,7 @@ def fold_chunks(result: SearchResult, chunk_doc: np.ndarray, id_key: np.ndarray,
     offsets = [0]
     out_docs: list[np.ndarray] = []
     out_scores: list[np.ndarray] = []
+    out_chunks: list[np.ndarray] = []
     for ids, scores in zip(result.ids, result.scores, strict=True):
         valid = ids >= 0
         ids, scores = ids[valid], scores[valid]
@@ -123,9 +156,11 @@ def fold_chunks(result: SearchResult, chunk_doc: np.ndarray, id_key: np.ndarray,
         perm = trec_order(d, s, id_key)[:k]
         out_docs.append(d[perm])
         out_scores.append(s[perm])
+        out_chunks.append(ids[keep][perm].astype(np.int32))
         offsets.append(offsets[-1] + len(perm))
     return Hits(
         offsets=np.asarray(offsets, dtype=np.int64),
         doc_idx=np.concatenate(out_docs) if out_docs else np.zeros(0, np.int32),
         scores=np.concatenate(out_scores) if out_scores else np.zeros(0, np.float32),
+        chunk_idx=np.concatenate(out_chunks) if out_chunks else np.zeros(0, np.int32),
     )

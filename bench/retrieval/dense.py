@@ -6,7 +6,7 @@ mode (per-query p50/p95/p99) — per-query latency derived from batch time is me
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import numpy as np
@@ -71,8 +71,10 @@ class DenseRetriever:
         n_chunks: int,
         timing: TimingLog,
         sync_cuda: bool = False,
+        query_ids: Sequence[str] | None = None,
     ) -> SearchResult:
-        """Chunk-level top-depth for every query, recording timing samples."""
+        """Chunk-level top-depth for every query, recording timing samples (single-query
+        samples carry ``query_ids[i]``)."""
         depth = self.depth(n_chunks)
         n_q = len(query_vectors)
         ids = np.full((n_q, depth), -1, dtype=np.int64)
@@ -86,7 +88,8 @@ class DenseRetriever:
                 scores[b0 : b0 + len(q)] = res.scores
         if self.latency_mode in ("single", "both"):
             for i in tqdm(range(n_q), desc="search single", unit="q", leave=False):
-                with timing.measure("query", 1, sync_cuda=sync_cuda):
+                qid = None if query_ids is None else query_ids[i]
+                with timing.measure("query", 1, sync_cuda=sync_cuda, query_id=qid):
                     res = index.search(query_vectors[i : i + 1], depth, params)
                 if self.latency_mode == "single":
                     ids[i], scores[i] = res.ids[0], res.scores[0]

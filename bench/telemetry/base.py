@@ -26,6 +26,8 @@ class StageTiming:
     wall_ms: float
     device: str = "cpu"
     from_cache: bool = False
+    #: the query a per-query sample belongs to (None for batch and total samples)
+    query_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -46,14 +48,17 @@ class TimingLog:
     device: str = "cpu"
     samples: list[StageTiming] = field(default_factory=list)
 
-    def add(self, sample_kind: str, n_items: int, wall_ms: float) -> None:
-        self.samples.append(StageTiming(self.stage, sample_kind, n_items, wall_ms, self.device))
+    def add(self, sample_kind: str, n_items: int, wall_ms: float,
+            query_id: str | None = None) -> None:
+        self.samples.append(StageTiming(self.stage, sample_kind, n_items, wall_ms, self.device,
+                                        query_id=query_id))
 
     @contextmanager
-    def measure(self, sample_kind: str, n_items: int, *, sync_cuda: bool = False) -> Iterator[None]:
+    def measure(self, sample_kind: str, n_items: int, *, sync_cuda: bool = False,
+                query_id: str | None = None) -> Iterator[None]:
         with stage_timer(sync_cuda=sync_cuda) as elapsed:
             yield
-        self.add(sample_kind, n_items, elapsed())
+        self.add(sample_kind, n_items, elapsed(), query_id)
 
 
 class _Elapsed:

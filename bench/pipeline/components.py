@@ -1,48 +1,30 @@
-"""Components of a run and its mutable bookkeeping; config validation before any work.
-"""
+"""Build a run's components from its config; validate the top level before any work."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import DictConfig
 
 from bench.budget.base import Budget
-from bench.cache.store import ArtifactStore
 from bench.chunking.base import Chunker
 from bench.config.build import build
-from bench.data.base import Dataset, DatasetSource
-from bench.embedding.base import Embedder, EmbeddingStats
+from bench.data.base import DatasetSource
+from bench.embedding.base import Embedder
 from bench.errors import BenchError, ConfigError
-from bench.filters.base import FilterOutcome, ResultFilter
+from bench.filters.base import ResultFilter
 from bench.filters.hard_vs_soft import HardVsSoft
 from bench.fusion.base import Fusion
-from bench.index.base import BuildInfo, VectorIndex
+from bench.index.base import VectorIndex
 from bench.lexical.base import LexicalIndex
 from bench.metrics.registry import parse_metric
-from bench.pipeline import stages
-from bench.pipeline.summarize import SummaryRow
 from bench.report.base import Reporter
+from bench.rerank.base import Reranker
 from bench.retrieval.base import Retriever
-from bench.telemetry.base import StageTiming, Telemetry
 
 #: groups whose stages this pipeline does not run yet; they must be `none`
-DISABLED_ONLY = ("reranker", "generator", "judge")
-#: groups that shape the candidates, hashed into every config_id
-PIPELINE_GROUPS = ("dataset", "chunker", "embedder", "index", "retriever", "lexical",
-                   "fusion", "filters", "reranker", "generator", "judge")
-
-
-@dataclass(frozen=True)
-class RunResult:
-    run_dir: Path
-    run_id: str
-    exit_code: int
-    summary: tuple[SummaryRow, ...]
-    cache_hits: dict[str, bool] = field(default_factory=dict)
-    failed_gates: tuple[str, ...] = ()
+DISABLED_ONLY = ("generator", "judge")
 
 
 @dataclass(frozen=True)
@@ -55,6 +37,7 @@ class Components:
     lexical: LexicalIndex | None
     fusion: Fusion | None
     filters: ResultFilter | HardVsSoft | None
+    reranker: Reranker | None
     budget: Budget | None
     reporter: Reporter | None
 
@@ -80,6 +63,7 @@ def build_components(cfg: DictConfig, device: str) -> Components:
     return Components(
         required["dataset"], required["chunker"], required["embedder"], required["index"],
         required["retriever"], lexical, fusion, build(cfg.filters, "filters"),
+        build(cfg.reranker, "reranker", device=device),
         build(cfg.budget, "budget"), build(cfg.report, "report"),
     )
 
@@ -106,29 +90,3 @@ def validate_top_level(cfg: DictConfig) -> None:
             raise ConfigError(f"gates[{i}].metric", exc.one_line()) from None
         if gate.min is None and gate.max is None:
             raise ConfigError(f"gates[{i}]", "needs min or max")
-
-
-@dataclass
-class RunContext:
-    """Mutable bookkeeping of one run (never crosses a stage boundary)."""
-
-    cfg: DictConfig
-    comps: Components
-    store: ArtifactStore
-    telemetry: Telemetry
-    device: str
-    run_id: str
-    pipeline: dict[str, Any]
-    nodes: dict[str, stages.Node] = field(default_factory=dict)
-    base_timings: list[StageTiming] = field(default_factory=list)
-    pruned: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
-    embedding_stats: EmbeddingStats | None = None
-    build_info: BuildInfo | None = None
-    n_chunks: int = 0
-    filter_outcomes: dict[str, FilterOutcome] = field(default_factory=dict)
-    #: lane label -> {"hard": config_id, "soft": config_id} when filters=hard_vs_soft
-    filter_pairs: dict[str, dict[str, str]] = field(default_factory=dict)
-    dataset_ref: Dataset | None = None
-    chunk_report: dict[str, Any] = field(default_factory=dict)
-
-

@@ -1,0 +1,99 @@
+"""Plan operations of the `chunking` stage: the chunk table and its report."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.chunking.base import Chunker, ChunkTable, Tokenizer
+from bench.chunking.stats import ChunkStats, NearDupPair, NearDupReport
+from bench.data.base import Dataset
+from bench.telemetry.base import TimingLog
+
+
+@dataclass(frozen=True)
+class NearDupExample:
+    pair: NearDupPair
+    text_a: str  # the first 160 characters of each chunk
+    text_b: str
+
+
+@dataclass(frozen=True)
+class ChunkReport:
+    """What the report says about a chunking: counts, token stats, traceability and
+    near-duplicates, with a few example pairs."""
+
+    stats: ChunkStats
+    near_duplicates: NearDupReport
+    examples: tuple[NearDupExample, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        nd = asdict(self.near_duplicates)
+        nd["examples"] = [{**asdict(e.pair), "text_a": e.text_a, "text_b": e.text_b}
+                          for e in self.examples]
+        return {"stats": asdict(self.stats), "near_duplicates": nd}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> ChunkReport:
+        nd = dict(obj["near_duplicates"])
+        raw = nd.pop("examples")
+        examples = tuple(
+            NearDupExample(NearDupPair(e["chunk_a"], e["chunk_b"], e["jaccard"], e["same_doc"]),
+                           e["text_a"], e["text_b"]) for e in raw)
+        return cls(ChunkStats(**obj["stats"]),
+                   NearDupReport(**nd, examples=tuple(e.pair for e in examples)), examples)
+
+
+@dataclass(frozen=True)
+class ChunkOp:
+    """Dataset -> ChunkTable. Keyed on the tokenizer too: every chunker reports n_tokens in
+    the embedder's tokens."""
+
+    chunker: Chunker
+    tokenizer: Tokenizer
+    stage: str = "chunk"
+    version: str = "1"
+
+    def params(self) -> Mapping[str, Any]:
+        return {"chunker": self.chunker.cache_params(), "kind": type(self.chunker).__name__,
+                "tokenizer": self.tokenizer.name}
+
+    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
+        (dataset,) = inputs
+        assert isinstance(dataset, Dataset)
+        with timing.measure("total", len(dataset.documents)):
+            table = self.chunker.chunk(dataset.documents, tokenizer=self.tokenizer)
+        table.save(directory / "chunks.parquet")
+
+    def load(self, directory: Path, inputs: Sequence[Any]) -> ChunkTable:
+        return ChunkTable.load(directory / "chunks.parquet")
+
+
+@dataclass(frozen=True)
+class ChunkStatsOp:
+    """(Dataset, ChunkTable) -> ChunkReport, once per chunking."""
+
+    stage: str = "chunk_stats"
+    version: str = "1"
+
+    def params(self) -> Mapping[str, Any]:
+        return {}
+
+    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
+        from bench.chunking.stats import chunk_stats, near_duplicates
+
+        dataset, chunks = inputs
+        with timing.measure("total", len(chunks)):
+            stats = chunk_stats(chunks, dataset.documents)
+            dups = near_duplicates(chunks)
+        report = ChunkReport(stats, dups, tuple(
+            NearDupExample(p, chunks.text[p.chunk_a][:160], chunks.text[p.chunk_b][:160])
+            for p in dups.examples))
+        (directory / "chunk_stats.json").write_text(
+            json.dumps(report.to_json(), indent=2, default=str))
+
+    def load(self, directory: Path, inputs: Sequence[Any]) -> ChunkReport:
+        return ChunkReport.from_json(json.loads((directory / "chunk_stats.json").read_text()))

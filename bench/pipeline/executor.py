@@ -1,0 +1,110 @@
+"""One generic executor: resolve plan nodes through the artifact store, each key once.
+
+Every stage goes through ``Executor.value``; no stage has its own resolve closure. A cached
+op's timing samples are stored next to its artifact (``timings.parquet``) and come back with
+``from_cache=True`` on later runs, so a report always says which figures this run measured.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench.cache.store import ArtifactStore
+from bench.pipeline.node import CachedOp, Node
+from bench.telemetry.base import StageTiming, Telemetry, TimingLog
+
+log = logging.getLogger("bench")
+
+TIMINGS_FILE = "timings.parquet"
+
+_SAMPLE_SCHEMA = pa.schema(
+    [
+        pa.field("stage", pa.string()),
+        pa.field("sample_kind", pa.string()),
+        pa.field("n_items", pa.int64()),
+        pa.field("wall_ms", pa.float64()),
+        pa.field("device", pa.string()),
+        pa.field("query_id", pa.string()),
+    ]
+)
+
+
+def save_timings(samples: list[StageTiming], path: Path) -> None:
+    cols = {f.name: [getattr(s, f.name) for s in samples] for f in _SAMPLE_SCHEMA}
+    pq.write_table(pa.table(cols, schema=_SAMPLE_SCHEMA), path)
+
+
+def load_timings(path: Path, *, from_cache: bool) -> list[StageTiming]:
+    table = pq.read_table(path)
+    if "query_id" not in table.column_names:  # artifacts written before samples had query ids
+        table = table.append_column("query_id", pa.nulls(table.num_rows, pa.string()))
+    rows = table.select(_SAMPLE_SCHEMA.names).cast(_SAMPLE_SCHEMA).to_pylist()
+    return [StageTiming(**r, from_cache=from_cache) for r in rows]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What resolving a node gave: its value, whether it came from the cache, its samples."""
+
+    node: Node
+    value: Any
+    hit: bool
+    timings: tuple[StageTiming, ...]
+
+
+class Executor:
+    def __init__(self, store: ArtifactStore, telemetry: Telemetry, device: str) -> None:
+        self.store = store
+        self.telemetry = telemetry
+        self.device = device
+        self._done: dict[str, Resolved] = {}
+
+    def resolved(self, node: Node) -> Resolved:
+        """Resolve ``node`` (and, first, its inputs); each key is computed or loaded once."""
+        done = self._done.get(node.key)
+        if done is not None:
+            return done
+        inputs = [self.resolved(i).value for i in node.inputs]
+        with self.telemetry.watch(node.stage):
+            if isinstance(node.op, CachedOp):
+                out = self._cached(node, node.op, inputs)
+            else:
+                timing = TimingLog(node.stage, device=self.device)
+                value = node.op.run(inputs, timing)
+                out = Resolved(node, value, False, tuple(timing.samples))
+        self._done[node.key] = out
+        return out
+
+    def value(self, node: Node) -> Any:
+        return self.resolved(node).value
+
+    def _cached(self, node: Node, op: CachedOp, inputs: list[Any]) -> Resolved:
+        def write(tmp: Path) -> None:
+            timing = TimingLog(node.stage, device=self.device)
+            op.write(inputs, tmp, timing)
+            save_timings(timing.samples, tmp / TIMINGS_FILE)
+
+        def load(d: Path) -> tuple[Any, list[StageTiming]]:
+            return op.load(d, inputs), load_timings(d / TIMINGS_FILE, from_cache=True)
+
+        (value, timings), key, hit = self.store.resolve(
+            node.stage, version=op.version, params=dict(op.params()),
+            upstream=[i.key for i in node.inputs], compute=write, load=load)
+        assert key == node.key, "a plan node's key must equal its artifact key"
+        if not hit:  # loaded right after computing: this run's own measurements
+            timings = [replace(t, from_cache=False) for t in timings]
+        return Resolved(node, value, hit, tuple(timings))
+
+    def is_cached(self, node: Node) -> bool:
+        """Whether the node's artifact is in the store already (ephemeral nodes: never)."""
+        return node.cached and self.store.lookup(node.stage, node.key) is not None
+
+    @property
+    def resolutions(self) -> list[Resolved]:
+        return list(self._done.values())

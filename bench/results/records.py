@@ -1,0 +1,137 @@
+"""Typed rows of the result tables and of the report's inputs.
+
+Every table row crosses from the pipeline to the writers and reporters as one of these frozen
+records (never a dict), and ``bench.results.schema`` gives each table's Parquet schema; the
+writer fills a table from the records' fields by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: per-(query, metric) statuses (METRICS.md completion accounting). ``scored`` and
+#: ``missing_run`` (an empty ranking, scored 0 as trec_eval -c) carry a value; the others do not
+STATUSES = ("scored", "missing_run", "timeout", "invalid", "no_claims", "pruned", "failed")
+VALUED = ("scored", "missing_run")
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    config_id: str
+    scope: str
+    metric: str
+    higher_is_better: bool
+    n: int
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """Where every expected query went, for one (config, metric)."""
+
+    n_expected: int
+    n_scored: int
+    n_missing: int
+    n_timeout: int
+    n_invalid: int
+    n_no_claims: int
+    n_pruned: int
+    n_failed: int
+
+    @classmethod
+    def of(cls, statuses: list[str] | tuple[str, ...]) -> Accounting:
+        def count(s: str) -> int:
+            return sum(1 for x in statuses if x == s)
+
+        # a missing run is scored (as an empty ranking) AND counted as missing
+        return cls(len(statuses), count("scored") + count("missing_run"), count("missing_run"),
+                   count("timeout"), count("invalid"), count("no_claims"), count("pruned"),
+                   count("failed"))
+
+
+@dataclass(frozen=True)
+class PerQueryRow:
+    config_id: str
+    query_id: str
+    category: str
+    metric: str
+    value: float | None
+    status: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A config paired per query against the baseline on one metric and scope."""
+
+    baseline_config_id: str
+    config_id: str
+    scope: str
+    metric: str
+    n: int
+    mean_baseline: float
+    mean_config: float
+    delta: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    p_holm: float
+
+
+@dataclass(frozen=True)
+class ConfigRow:
+    """What a config is and what it costs (one row of configs.parquet)."""
+
+    config_id: str
+    label: str
+    kind: str  # dense | lexical | fused | reranked
+    params_json: str
+    parent_config_id: str | None
+    status: str  # ok | pruned
+    pruned_reason: str | None
+    qps: float | None
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+    n_latency_samples: int
+    e2e_p50_ms: float | None
+    e2e_p95_ms: float | None
+    e2e_p99_ms: float | None
+    n_e2e_samples: int
+    rerank_p50_ms: float | None
+    rerank_p95_ms: float | None
+    rerank_p99_ms: float | None
+    rerank_pairs_per_s: float | None
+    build_s: float | None
+    index_bytes: int | None
+    unauthorized_hits: int
+    filter_removed: int | None
+    false_exclusion_rate: float | None
+    doc_false_exclusion_rate: float | None
+
+
+@dataclass(frozen=True)
+class FilterDecisionRecord:
+    """The hard-vs-soft decision for one lane (``error`` set when it could not be made)."""
+
+    lane: str
+    choice: str | None
+    precision_gain: float | None = None
+    gain_ci_low: float | None = None
+    gain_ci_high: float | None = None
+    p_value: float | None = None
+    n: int = 0
+    exclusion_rate: float | None = None
+    recall_hard: float | None = None
+    recall_soft: float | None = None
+    recall_loss: float | None = None
+    min_precision_gain: float | None = None
+    max_exclusion_rate: float | None = None
+    max_recall_loss: float | None = None
+    reasons: tuple[str, ...] = ()
+    predicate_precision: float | None = None
+    predicate_recall: float | None = None
+    predicates_extracted: int | None = None
+    predicates_labelled: int | None = None
+    error: str | None = None

@@ -1,0 +1,52 @@
+"""Plan operation of the `retrieval` stage: one dense search at one query-time setting."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.index.base import SearchResult
+from bench.index.stage import ANN_COLUMNS, load_search, save_search
+from bench.retrieval.base import Hits, Pool, Retriever, order_key
+from bench.telemetry.base import TimingLog
+
+
+@dataclass(frozen=True)
+class RetrieveOp:
+    """(IndexArtifact, query Embeddings, ChunkTable, Dataset) -> Pool.
+
+    Searches every query at the query-time setting ``query_params`` (batch samples for QPS,
+    single-query samples, tagged with the query id, for p50/p95/p99), folds chunks into
+    documents, and keeps the chunk-level top columns for ANN recall.
+    """
+
+    retriever: Retriever
+    query_params: Mapping[str, int | float]
+    device: str
+    stage: str = "retrieve"
+    version: str = "3"
+
+    def params(self) -> Mapping[str, Any]:
+        return {"retriever": self.retriever.cache_params(),
+                "query_params": dict(self.query_params)}
+
+    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
+        index, queries, chunks, dataset = inputs
+        result = self.retriever.search(
+            index.built, np.asarray(queries.vectors), self.query_params, n_chunks=len(chunks),
+            timing=timing, sync_cuda=self.device == "cuda",
+            query_ids=[q.query_id for q in dataset.queries])
+        hits = self.retriever.fold(result, chunks.doc_idx, order_key(dataset.doc_ids))
+        hits.save(directory / "hits.parquet")
+        cols = min(ANN_COLUMNS, result.ids.shape[1])
+        save_search(SearchResult(result.ids[:, :cols], result.scores[:, :cols]), directory,
+                    "chunks")
+
+    def load(self, directory: Path, inputs: Sequence[Any]) -> Pool:
+        dataset = inputs[3]
+        return Pool(Hits.load(directory / "hits.parquet", len(dataset.queries)),
+                    load_search(directory, "chunks"))
