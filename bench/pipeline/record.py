@@ -45,11 +45,13 @@ log = logging.getLogger("bench")
 QUERY_TIME_STAGES = ("retrieve", "lexical", "fusion", "filters", "rerank", "rerank_cut")
 
 
-def check_gates(cfg: DictConfig, rows: list[SummaryRow]) -> list[str]:
+def check_gates(cfg: DictConfig, rows: list[SummaryRow], pruned: set[str]) -> list[str]:
+    """Failed gates over the configs that ran (a pruned config is reported as pruned, not
+    gated)."""
     failed = []
     for gate in cfg.gates:
         for r in rows:
-            if r.metric != gate.metric or r.scope != gate.scope:
+            if r.metric != gate.metric or r.scope != gate.scope or r.config_id in pruned:
                 continue
             if r.mean is None:
                 failed.append(f"{r.config_id} {gate.metric}[{gate.scope}]: no scored queries")
@@ -170,7 +172,8 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                   decisions: list[FilterDecisionRecord], t_start: float) -> RunResult:
     cfg, run_id, dataset = done.cfg, done.run_id, done.dataset
     summary_rows = [r for s in done.scores for r in s.summary]
-    failed = check_gates(cfg, summary_rows)
+    failed = check_gates(cfg, summary_rows,
+                         {c.spec.config_id for c in done.configs if c.pool is None})
     per_query: list[PerQueryRow] = []
     timing_rows: list[tuple[str, StageTiming]] = []
     config_rows: list[ConfigRow] = []

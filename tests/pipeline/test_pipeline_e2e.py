@@ -167,8 +167,13 @@ def test_budget_prunes_and_counts(first_run: tuple[RunResult, Path], tmp_path: P
                     "budget.probe_queries=5")
     configs = pq.read_table(tmp_path / "configs.parquet").to_pylist()
     assert len(configs) == 1 and configs[0]["pruned_reason"].startswith("retrieve p95")
-    summary = pq.read_table(tmp_path / "summary.parquet")
-    assert summary.num_rows == 0  # nothing scored, nothing averaged
+    # pruned configs stay in every table: summary rows with n = 0, no mean, all pruned
+    summary = pq.read_table(tmp_path / "summary.parquet").to_pylist()
+    assert summary and all(r["n"] == 0 and r["mean"] is None for r in summary)
+    assert all(r["n_pruned"] == r["n_expected"] > 0 for r in summary)
+    per_query = pq.read_table(tmp_path / "per_query.parquet").to_pylist()
+    assert per_query and {r["status"] for r in per_query} == {"pruned"}
+    assert all(r["value"] is None for r in per_query)
     manifest = json.loads((tmp_path / "run.json").read_text())
     [completion] = [c["completion"] for c in manifest["configs"].values()]
     assert completion["pruned"] == completion["expected"] > 0 and completion["scored"] == 0

@@ -1,0 +1,52 @@
+"""The plan is data: printed before any work, shared nodes once, config ids stable."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from bench.pipeline.run import run
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_plan_only_prints_the_graph_and_computes_nothing(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "+experiment=hybrid", "dataset=synthetic",
+         f"cache_dir={cache}", "plan_only=true", f"hydra.run.dir={tmp_path / 'run'}"],
+        capture_output=True, text=True, cwd=REPO, timeout=300,
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    # hybrid: dense + bm25 + rrf + 6 convex variants
+    assert text.splitlines()[0].startswith("plan: 9 configs")
+    assert "0 of" in text.splitlines()[0]  # nothing cached yet
+    assert "shared by 9 configs" in text  # chunks are one node for every config
+    assert text.count("=> config ") == 9
+    # nothing was computed: no artifact in the store
+    assert not any(p.name == "_meta.json" for p in cache.rglob("*")) if cache.exists() else True
+    assert (tmp_path / "run" / "plan.json").is_file()
+
+
+def test_config_id_is_the_chain_not_the_run(compose_cfg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Adding fusion variants to a run keeps the ids of the configs both runs have; the
+    same config in two runs has one id."""
+    cache = tmp_path / "cache"
+    common = ["dataset=synthetic", f"cache_dir={cache}", "metrics.bootstrap_resamples=200",
+              "report.plot=false", "lexical=bm25"]
+    small = run(compose_cfg([*common, "fusion=rrf"]), tmp_path / "a")
+    big = run(compose_cfg([*common, "fusion=rrf_and_convex"]), tmp_path / "b")
+    ids_a = {r["label"]: r["config_id"] for r in
+             pq.read_table(small.run_dir / "configs.parquet").to_pylist()}
+    ids_b = {r["label"]: r["config_id"] for r in
+             pq.read_table(big.run_dir / "configs.parquet").to_pylist()}
+    assert set(ids_a) == {"dense", "bm25", "rrf(k=60)"}
+    assert len(ids_b) == 9
+    for label, cid in ids_a.items():
+        assert ids_b[label] == cid, label
+    # the second run found every shared artifact in the cache
+    assert all(big.cache_hits[k] for k in ("chunk", "embed_docs", "index", "retrieve[dense]"))
