@@ -20,6 +20,7 @@ from bench.errors import InputError
 from bench.metrics.cli import OneLineParser, UsageError, format_table, run_cli
 from bench.metrics.registry import find_metric
 from bench.metrics.stats import holm, paired_compare
+from bench.results.records import VALUED
 
 _COLUMNS = ["config_id", "query_id", "category", "metric", "value"]
 
@@ -59,6 +60,9 @@ def load_side(run_dir: Path, config_id: str | None, flag: str) -> Side:
     elif config_id not in configs:
         raise UsageError(f"{path} has no config {config_id!r}; it holds {configs}")
     sel = cols["config_id"] == config_id
+    if "status" in table.column_names:  # schema >= 2: only values whose status carries one
+        status = table.column("status").to_numpy(zero_copy_only=False).astype(str)
+        sel &= np.isin(status, VALUED)
     return Side(
         config_id,
         cols["query_id"][sel].astype(str),
