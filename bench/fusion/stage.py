@@ -41,8 +41,10 @@ class FuseOp:
     version: str = "1"
 
     def params(self) -> Mapping[str, Any]:
-        return {"kind": type(self.fusion).__name__, "variant": self.variant.name,
-                "params": [list(p) for p in self.variant.params], "k": self.k}
+        # the variant names its method ("rrf(k=60)"), whichever Fusion set listed it, so the
+        # same fusion in another set is the same config
+        return {"variant": self.variant.name, "params": [list(p) for p in self.variant.params],
+                "k": self.k}
 
     def run(self, inputs: Sequence[Any], timing: TimingLog) -> Pool:
         dense, sparse, dataset = inputs

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+
 import numpy as np
 
 from bench.errors import ConfigError

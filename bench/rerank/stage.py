@@ -115,7 +115,8 @@ class RerankLatencyOp:
         candidates = np.flatnonzero(np.diff(hits.offsets) > 0)
         rng = np.random.default_rng(self.seed)
         take = min(self.n_queries, len(candidates))
-        sample = np.sort(rng.choice(candidates, size=take, replace=False)) if take else []
+        sample: np.ndarray = (np.sort(rng.choice(candidates, size=take, replace=False)) if take
+                              else np.zeros(0, np.int64))
         for q in sample:
             query = dataset.queries[int(q)]
             texts = passages(hits, chunks, dataset, int(q), self.depth)

@@ -15,7 +15,8 @@ from bench.pipeline.run import run
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "data" / "golden" / "synthetic_per_query.parquet"
 
-spec = importlib.util.spec_from_file_location("snapshot", REPO / "scripts" / "snapshot_per_query.py")
+spec = importlib.util.spec_from_file_location("snapshot",
+                                              REPO / "scripts" / "snapshot_per_query.py")
 assert spec is not None and spec.loader is not None
 snapshot = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(snapshot)
@@ -27,7 +28,8 @@ RUNS = {
     "ann_hnsw": ["+experiment=quickstart", "index=hnsw"],
     "ann_ivf_flat": ["+experiment=quickstart", "index=ivf_flat"],
     # 60 synthetic vectors cannot train 256 PQ centroids: 4-bit codes (16 centroids)
-    "ann_ivf_pq": ["+experiment=quickstart", "index=ivf_pq", "index.factory='IVF{nlist},PQ{pq_m}x4'"],
+    "ann_ivf_pq": ["+experiment=quickstart", "index=ivf_pq",
+                   "index.factory='IVF{nlist},PQ{pq_m}x4'"],
 }
 
 

@@ -21,10 +21,12 @@ def test_plan_only_prints_the_graph_and_computes_nothing(tmp_path: Path) -> None
         capture_output=True, text=True, cwd=REPO, timeout=300,
         env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
-    text = out.stdout
+    lines = out.stdout.splitlines()  # Hydra's log lines come first
+    start = next(i for i, line in enumerate(lines) if line.startswith("plan: "))
+    text = "\n".join(lines[start:])
     # hybrid: dense + bm25 + rrf + 6 convex variants
-    assert text.splitlines()[0].startswith("plan: 9 configs")
-    assert "0 of" in text.splitlines()[0]  # nothing cached yet
+    assert lines[start].startswith("plan: 9 configs")
+    assert "0 of" in lines[start]  # nothing cached yet
     assert "shared by 9 configs" in text  # chunks are one node for every config
     assert text.count("=> config ") == 9
     # nothing was computed: no artifact in the store
