@@ -48,7 +48,7 @@ class BiEncoderReranker:
 
             raise ConfigError(f"{EMBEDDER_KEY}._target_", "must name an embedder, got null")
         self.embedder: Embedder = built
-        self._target = str(embedder["_target_"])
+        self._target: str = str(embedder["_target_"])
 
     def cache_params(self) -> dict[str, object]:
         return {"embedder": self._target, **self.embedder.cache_params()}

@@ -75,7 +75,8 @@ class CrossEncoderReranker:
         try:
             from sentence_transformers import CrossEncoder
         except ImportError:
-            raise MissingDependencyError("sentence-transformers", "cpu", "the cross-encoder") from None
+            raise MissingDependencyError("sentence-transformers", "cpu",
+                                         "the cross-encoder") from None
         try:
             model = CrossEncoder(local_or_hub(self.model_name), device=self.device,
                                  max_length=self.max_length)

@@ -66,7 +66,8 @@ class MaxSimReranker:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError:
-            raise MissingDependencyError("sentence-transformers", "cpu", "the maxsim reranker") from None
+            raise MissingDependencyError("sentence-transformers", "cpu",
+                                         "the maxsim reranker") from None
         from bench.embedding.sentence_transformers import resolve_model_path
 
         try:
@@ -116,7 +117,8 @@ class MaxSimReranker:
         p_vecs = self.token_vectors(texts)
         q_vecs = self.token_vectors(list(queries))
         p_len = np.array([len(v) for v in p_vecs], dtype=np.int64)
-        return [maxsim(q, [p_vecs[j] for j in w], p_len[w]) for q, w in zip(q_vecs, where, strict=True)]
+        return [maxsim(q, [p_vecs[j] for j in w], p_len[w])
+                for q, w in zip(q_vecs, where, strict=True)]
 
 
 def maxsim(q: np.ndarray, pool: Sequence[np.ndarray], lengths: np.ndarray) -> np.ndarray:
@@ -128,7 +130,7 @@ def maxsim(q: np.ndarray, pool: Sequence[np.ndarray], lengths: np.ndarray) -> np
     nonempty = np.flatnonzero(lengths > 0)
     if len(q) == 0 or len(nonempty) == 0:
         return scores if len(q) else np.zeros(len(pool), dtype=np.float32)
-    sims = q @ np.concatenate([pool[j] for j in nonempty]).T  # [query tokens, pool tokens]
+    sims = q @ np.concatenate([pool[int(j)] for j in nonempty]).T  # [query tokens, pool tokens]
     starts = np.concatenate(([0], np.cumsum(lengths[nonempty])[:-1]))
     scores[nonempty] = np.maximum.reduceat(sims, starts, axis=1).sum(axis=0)
     return scores

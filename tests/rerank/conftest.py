@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 #: Tokenizer files copied from the packaged MiniLM (a BERT uncased WordPiece vocabulary)
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "vocab.txt")
 
 
 def _minilm_dir() -> Path:

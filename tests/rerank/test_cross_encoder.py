@@ -42,8 +42,9 @@ def test_scores_are_sigmoid_logits_of_the_model(tiny_cross_encoder_dir: Path) ->
 
 
 def test_deterministic_and_batching_invariant(tiny_cross_encoder_dir: Path) -> None:
-    one = CrossEncoderReranker(model=str(tiny_cross_encoder_dir), batch_size=1).score(QUERIES, POOLS)
-    seven = CrossEncoderReranker(model=str(tiny_cross_encoder_dir), batch_size=7)
+    path = str(tiny_cross_encoder_dir)
+    one = CrossEncoderReranker(model=path, batch_size=1).score(QUERIES, POOLS)
+    seven = CrossEncoderReranker(model=path, batch_size=7)
     a, b = seven.score(QUERIES, POOLS), seven.score(QUERIES, POOLS)
     for x, y, z in zip(one, a, b, strict=True):
         np.testing.assert_allclose(x, y, atol=1e-5)
@@ -60,9 +61,10 @@ def test_pointwise_a_pair_score_ignores_the_rest_of_the_pool(tiny_cross_encoder_
 def test_max_length_truncates(tiny_cross_encoder_dir: Path) -> None:
     head = " ".join(["token"] * 40)
     pool = [[head + " alpha beta gamma", head + " completely different ending words"]]
-    short = CrossEncoderReranker(model=str(tiny_cross_encoder_dir), max_length=16).score(["q"], pool)
+    path = str(tiny_cross_encoder_dir)
+    short = CrossEncoderReranker(model=path, max_length=16).score(["q"], pool)
     assert short[0][0] == pytest.approx(short[0][1], abs=1e-6)  # both cut inside `head`
-    full = CrossEncoderReranker(model=str(tiny_cross_encoder_dir), max_length=512).score(["q"], pool)
+    full = CrossEncoderReranker(model=path, max_length=512).score(["q"], pool)
     assert abs(float(full[0][0] - full[0][1])) > 1e-6
     assert short[0][0] == pytest.approx(
         _reference(tiny_cross_encoder_dir, "q", pool[0][0], max_length=16), abs=1e-5)
