@@ -69,4 +69,10 @@ class BiEncoderReranker:
         texts, where = dedupe(passages)
         p = self._encode(texts, "document")
         q = self._encode(list(queries), "query")
-        return [np.ascontiguousarray(p[w] @ q[i], dtype=np.float32) for i, w in enumerate(where)]
+        out = []
+        for i, w in enumerate(where):
+            # score each distinct text once: BLAS may round a row differently by its position,
+            # and equal texts must get equal scores
+            u, inv = np.unique(w, return_inverse=True)
+            out.append(np.ascontiguousarray((p[u] @ q[i])[inv], dtype=np.float32))
+        return out

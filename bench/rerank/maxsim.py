@@ -117,8 +117,12 @@ class MaxSimReranker:
         p_vecs = self.token_vectors(texts)
         q_vecs = self.token_vectors(list(queries))
         p_len = np.array([len(v) for v in p_vecs], dtype=np.int64)
-        return [maxsim(q, [p_vecs[j] for j in w], p_len[w])
-                for q, w in zip(q_vecs, where, strict=True)]
+        out = []
+        for q, w in zip(q_vecs, where, strict=True):
+            # each distinct text once: equal texts get equal scores, and no repeated work
+            u, inv = np.unique(w, return_inverse=True)
+            out.append(maxsim(q, [p_vecs[j] for j in u], p_len[u])[inv])
+        return out
 
 
 def maxsim(q: np.ndarray, pool: Sequence[np.ndarray], lengths: np.ndarray) -> np.ndarray:
