@@ -17,11 +17,15 @@ REQUIRED = {
     ("dataset", "golden"): ["dataset.corpus=/c.jsonl", "dataset.queries=/q.jsonl"],
     ("dataset", "csv"): ["dataset.corpus=/c.csv", "dataset.queries=/q.csv"],
     ("embedder", "hub"): ["embedder.model=sentence-transformers/all-MiniLM-L6-v2"],
+    ("reranker", "flashrank"): ["reranker.cache_dir=/nonexistent"],
 }
 # Options that need hardware or packages this machine may lack; building them must then fail
 # with a one-line BenchError, never a traceback.
 HARDWARE = {("telemetry", "nvml")}
-RUNTIME = {"embedder": {"device": "cpu"}, "index": {"device": "cpu"}}
+# Options whose model files must already lie on disk (nothing downloads at run time): with the
+# REQUIRED placeholder above, building them must fail with a ConfigError naming this key.
+LOCAL_FILES = {("reranker", "flashrank"): "reranker.cache_dir"}
+RUNTIME = {"embedder": {"device": "cpu"}, "index": {"device": "cpu"}, "reranker": {"device": "cpu"}}
 
 
 def _has_gpu() -> bool:
@@ -48,6 +52,11 @@ def test_every_option_instantiates(group: str, option: str, compose_cfg) -> None
     if (group, option) in HARDWARE and not _has_gpu():
         with pytest.raises(BenchError):  # one-line error (missing extra or no GPU)
             build(cfg[group], group, **RUNTIME.get(group, {}))
+        return
+    if (group, option) in LOCAL_FILES:
+        with pytest.raises(ConfigError) as err:
+            build(cfg[group], group, **RUNTIME.get(group, {}))
+        assert err.value.key == LOCAL_FILES[group, option]
         return
     obj = build(cfg[group], group, **RUNTIME.get(group, {}))
     if option == "none":

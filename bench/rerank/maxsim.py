@@ -1,0 +1,140 @@
+"""Late-interaction MaxSim (ColBERT's scoring) over a bi-encoder's TOKEN vectors.
+
+score(q, p) = sum over query tokens i of max over passage tokens j of cos(q_i, p_j), with the
+tokens the tokenizer adds ([CLS], [SEP], padding) left out. Works with any
+sentence-transformers model, including the packaged MiniLM: no training, no download. It is
+not ColBERT (MiniLM's token vectors were never trained for this), so measure before trusting.
+
+Cost: one encoder pass per DISTINCT passage text of the call (pools overlap across queries),
+one per query, then a [query tokens x pool tokens] float32 matrix product per query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from bench.config.build import OptionError
+from bench.errors import ConfigError, MissingDependencyError
+from bench.rerank.common import (
+    DEFAULT_DEPTHS,
+    check_depths,
+    check_device,
+    check_pools,
+    check_positive,
+    dedupe,
+)
+
+
+class MaxSimReranker:
+    """model: ``packaged:all-MiniLM-L6-v2`` (offline), a local folder or a hub name.
+    max_seq_length: token limit per text (None = the model's own). Scores lie in
+    [-n, n] for a query of n tokens; ``score_threshold`` is in that scale."""
+
+    name = "maxsim"
+
+    def __init__(
+        self,
+        *,
+        model: str = "packaged:all-MiniLM-L6-v2",
+        batch_size: int = 64,
+        max_seq_length: int | None = None,
+        depths: Sequence[int] = DEFAULT_DEPTHS,
+        score_threshold: float | None = None,
+        device: str = "cpu",
+    ) -> None:
+        self.model_name = model
+        self.batch_size = check_positive("batch_size", batch_size)
+        if max_seq_length is not None and max_seq_length < 8:
+            raise OptionError("max_seq_length", f"must be >= 8 tokens, got {max_seq_length}")
+        self.max_seq_length = max_seq_length
+        self._depths = check_depths(depths)
+        self.score_threshold = score_threshold
+        self.device = check_device(device)
+
+    def cache_params(self) -> dict[str, object]:
+        return {"model": self.model_name, "max_seq_length": self.max_seq_length}
+
+    def depths(self) -> list[int]:
+        return list(self._depths)
+
+    @cached_property
+    def _model(self) -> Any:
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError:
+            raise MissingDependencyError("sentence-transformers", "cpu",
+                                         "the maxsim reranker") from None
+        from bench.embedding.sentence_transformers import resolve_model_path
+
+        try:
+            model = SentenceTransformer(resolve_model_path(self.model_name), device=self.device)
+        except (OSError, ValueError) as exc:  # missing folder, offline hub, not a model
+            raise ConfigError("reranker.model", f"cannot load {self.model_name!r}: "
+                              f"{' '.join(str(exc).split())}") from None
+        if self.max_seq_length is not None:
+            model.max_seq_length = self.max_seq_length
+        model.eval()
+        return model
+
+    @cached_property
+    def _added_ids(self) -> np.ndarray:
+        tok = self._model.tokenizer
+        # [UNK] stands for real text, so it stays
+        return np.array(sorted(set(tok.all_special_ids) - {tok.unk_token_id}), dtype=np.int64)
+
+    def token_vectors(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Per text: its L2-normalised token vectors [n_tokens, dim] (float32), tokens the
+        tokenizer added left out; n_tokens may be 0 (empty text)."""
+        import torch
+
+        model = self._model
+        out: list[np.ndarray] = [np.zeros((0, 0), dtype=np.float32)] * len(texts)
+        lengths = np.array([len(t) for t in texts])
+        order = np.argsort(-lengths, kind="stable")  # similar lengths share a batch: less padding
+        for b0 in range(0, len(texts), self.batch_size):
+            idx = order[b0:b0 + self.batch_size]
+            features = model.preprocess([texts[i] for i in idx])
+            with torch.inference_mode():
+                features = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v
+                            for k, v in features.items()}
+                result = model(features)
+                vecs = torch.nn.functional.normalize(result["token_embeddings"].float(), dim=-1)
+            vecs_np = vecs.cpu().numpy()
+            ids = features["input_ids"].cpu().numpy()
+            keep = features["attention_mask"].cpu().numpy().astype(bool)
+            keep &= ~np.isin(ids, self._added_ids)
+            for row, i in enumerate(idx):
+                out[i] = np.ascontiguousarray(vecs_np[row][keep[row]])
+        return out
+
+    def score(self, queries: Sequence[str], passages: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        check_pools(queries, passages)
+        texts, where = dedupe(passages)
+        p_vecs = self.token_vectors(texts)
+        q_vecs = self.token_vectors(list(queries))
+        p_len = np.array([len(v) for v in p_vecs], dtype=np.int64)
+        out = []
+        for q, w in zip(q_vecs, where, strict=True):
+            # each distinct text once: equal texts get equal scores, and no repeated work
+            u, inv = np.unique(w, return_inverse=True)
+            out.append(maxsim(q, [p_vecs[j] for j in u], p_len[u])[inv])
+        return out
+
+
+def maxsim(q: np.ndarray, pool: Sequence[np.ndarray], lengths: np.ndarray) -> np.ndarray:
+    """Sum over rows of ``q`` of the max dot product with each passage's rows, per passage.
+
+    A passage without tokens scores ``-len(q)``, the lowest a sum of cosines can reach, so it
+    ranks last rather than above passages with negative similarity."""
+    scores = np.full(len(pool), -float(len(q)), dtype=np.float32)
+    nonempty = np.flatnonzero(lengths > 0)
+    if len(q) == 0 or len(nonempty) == 0:
+        return scores if len(q) else np.zeros(len(pool), dtype=np.float32)
+    sims = q @ np.concatenate([pool[int(j)] for j in nonempty]).T  # [query tokens, pool tokens]
+    starts = np.concatenate(([0], np.cumsum(lengths[nonempty])[:-1]))
+    scores[nonempty] = np.maximum.reduceat(sims, starts, axis=1).sum(axis=0)
+    return scores
