@@ -164,8 +164,20 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
                     tuple(scores), data_timing, telemetry, comps)
     kept = [s for c, s in zip(configs, scores, strict=True) if c.pool is not None]
     extra_metrics = [k for k in (kept[0].values if kept else {}) if k not in m.names]
-    comparisons = compare(kept, [*m.names, *extra_metrics], resamples=m.bootstrap_resamples,
+    names = [*m.names, *extra_metrics]
+    comparisons = compare(kept, names, resamples=m.bootstrap_resamples,
                           confidence=m.confidence, seed=cfg.seed)
+    # a reranked config is also paired with its own pool when that is not the baseline
+    by_id = {s.config_id: s for s in kept}
+    children: dict[str, list[ConfigScores]] = {}
+    for c in configs:
+        parent = c.spec.parent_id
+        if (parent is not None and c.pool is not None and kept and parent != kept[0].config_id
+                and parent in by_id):
+            children.setdefault(parent, []).append(by_id[c.spec.config_id])
+    for parent, kids in children.items():
+        comparisons += compare([by_id[parent], *kids], names, resamples=m.bootstrap_resamples,
+                               confidence=m.confidence, seed=cfg.seed)
     decisions = filter_decisions(done)
     from bench.pipeline.record import write_results
 

@@ -10,7 +10,7 @@ import numpy as np
 from bench.config.build import OptionError
 from bench.report.base import ConfigReport, RunReport
 from bench.report.pareto import pareto_front
-from bench.results.records import SummaryRow
+from bench.results.records import Comparison, SummaryRow
 from bench.results.write import atomic_write_bytes
 from bench.telemetry.base import StageTiming
 
@@ -37,6 +37,8 @@ class MarkdownReport:
         # nothing to plot when every config was pruned (the report says why)
         if self.plot and any(c.pruned_reason is None for c in report.configs):
             out.append(self._plot(report, report.run_dir / "report.png"))
+        if self.plot and any(p[3] is not None for p in _rerank_points(report, self.primary[0])):
+            out.append(self._rerank_plot(report, report.run_dir / "rerank.png"))
         return out
 
     def render(self, r: RunReport) -> str:
@@ -57,6 +59,7 @@ class MarkdownReport:
         ]
         lines += self._overview(r)
         lines += self._comparisons(r)
+        lines += self._reranking(r)
         lines += self._decisions(r)
         for c in r.configs:
             lines += self._config_section(c)
@@ -82,8 +85,8 @@ class MarkdownReport:
         front = self._front(kept)
         lines = ["## Configs", "",
                  "| config | lane | " + " | ".join(f"{m} (95 % CI)" for m in metrics)
-                 + " | QPS | p95 ms | index MiB | unauthorized hits | Pareto |",
-                 "|---|---|" + "---|" * len(metrics) + "---:|---:|---:|---:|---|"]
+                 + " | QPS | p95 ms | e2e p95 ms | index MiB | unauthorized hits | Pareto |",
+                 "|---|---|" + "---|" * len(metrics) + "---:|---:|---:|---:|---:|---|"]
         for c in r.configs:
             if c.pruned_reason is not None:
                 lines.append(f"| `{c.config_id}` | {c.label} | pruned: {c.pruned_reason} |")
@@ -96,14 +99,16 @@ class MarkdownReport:
             size = ops.index_bytes
             lines.append(
                 f"| `{c.config_id}` | {c.label} | " + " | ".join(cells)
-                + f" | {_num(ops.qps, 0)} | {_num(ops.p95_ms, 2)} | "
+                + f" | {_num(ops.qps, 0)} | {_num(ops.p95_ms, 2)} | {_num(ops.e2e_p95_ms, 2)} | "
                 f"{'-' if size is None else f'{size / 2**20:.1f}'} | "
                 f"{ops.unauthorized_hits} | {'★' if front.get(c.config_id) else ''} |")
         lines += ["", f"Pareto (★): no other config has at least as high {self.primary[0]} "
-                  "and at least as low p95 latency, and is strictly better on one. "
-                  "QPS: batch mode; p95: single-query mode; fused lanes add their inputs' "
-                  "latencies. Unauthorized hits: retrieved documents the query's caller may "
-                  "not see (checked independently of any filter)"
+                  "and at least as low end-to-end p95 latency, and is strictly better on one. "
+                  "QPS and p95: the first-stage search (batch mode; single-query mode); e2e "
+                  "p95: per query, the sum of the query-time stages along the config's chain "
+                  "(search, the shares of fusion and filters, reranking) — fused lanes add "
+                  "their inputs' latencies. Unauthorized hits: retrieved documents the "
+                  "query's caller may not see (checked independently of any filter)"
                   + ("" if r.filters_enabled else
                      " — no filter ran in this experiment, so entitlement was NOT enforced") + ".",
                   ""]
@@ -113,7 +118,7 @@ class MarkdownReport:
         pts, ids = [], []
         for c in kept:
             row = _find(c.summary, "all", self.primary[0])
-            p95 = c.ops.p95_ms if c.ops.p95_ms is not None else c.ops.e2e_p95_ms
+            p95 = c.ops.e2e_p95_ms if c.ops.e2e_p95_ms is not None else c.ops.p95_ms
             if row is not None and row.mean is not None and p95 is not None:
                 pts.append((row.mean, p95))
                 ids.append(c.config_id)
@@ -137,6 +142,74 @@ class MarkdownReport:
                 f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}] | {c.p_value:.4f} | "
                 f"{c.p_holm:.4f} | {c.n} |")
         return [*lines, ""]
+
+    def _reranking(self, r: RunReport) -> list[str]:
+        points = _rerank_points(r, self.primary[0])
+        if not points:
+            return []
+        wanted = [m for m in ("ndcg@10", "mrr", "precision@1") if any(
+            c.metric == m for c in r.comparisons)]
+        label = {c.config_id: c.label for c in r.configs}
+        lines = ["## Reranking", "",
+                 "Each reranked config against its own candidate pool without reranking "
+                 "(paired per query: delta, 95 % bootstrap CI, Holm-adjusted p). The reranker "
+                 "scored each pool once at the deepest depth; latency is the reranker's own, "
+                 "per query at that depth (a seeded sample of queries timed on exactly "
+                 "`depth` passages), per pair = per query / depth.", "",
+                 "| config | depth | " + " | ".join(f"Δ {m} (95 % CI) p_holm" for m in wanted)
+                 + " | rerank p50 / p95 / p99 ms | per pair p95 ms | pairs/s | added p95 ms |",
+                 "|---|---:|" + "---|" * len(wanted) + "---|---:|---:|---:|"]
+        for c, depth, _gain, added in points:
+            cells = []
+            for m in wanted:
+                cmp = next((x for x in r.comparisons if x.config_id == c.config_id
+                            and x.metric == m and x.scope == "all"
+                            and x.baseline_config_id == c.ops.parent_config_id), None)
+                cells.append("-" if cmp is None else
+                             f"{cmp.delta:+.4f} [{cmp.ci_low:+.4f}, {cmp.ci_high:+.4f}] "
+                             f"{cmp.p_holm:.3f}")
+            o = c.ops
+            per_pair = None if o.rerank_p95_ms is None else o.rerank_p95_ms / max(depth, 1)
+            lines.append(
+                f"| {label[c.config_id]} | {depth} | " + " | ".join(cells)
+                + f" | {_num(o.rerank_p50_ms, 1)} / {_num(o.rerank_p95_ms, 1)} / "
+                f"{_num(o.rerank_p99_ms, 1)} | {_num(per_pair, 3)} | "
+                f"{_num(o.rerank_pairs_per_s, 0)} | {_num(added, 1)} |")
+        vram = [s for s in r.resources if s.stage.startswith("rerank")
+                and s.peak_vram_bytes is not None]
+        lines += ["", "Peak VRAM while reranking: " + (
+            ", ".join(f"{s.stage} {s.peak_vram_bytes / 2**20:.0f} MiB" for s in vram
+                      if s.peak_vram_bytes is not None)
+            if vram else "not measured (no GPU, or telemetry without NVML)") + ".", ""]
+        return lines
+
+    def _rerank_plot(self, r: RunReport, path: Path) -> Path:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        metric = self.primary[0]
+        points = [p for p in _rerank_points(r, metric) if p[3] is not None]
+        front = pareto_front([(gain.delta, float(added or 0.0)) for _, _, gain, added in points],
+                             (True, False))
+        fig, ax = plt.subplots(figsize=(6.5, 4.2))
+        for (c, _depth, gain, added), on in zip(points, front, strict=True):
+            err = [[max(gain.delta - gain.ci_low, 0.0)], [max(gain.ci_high - gain.delta, 0.0)]]
+            ax.errorbar([float(added or 0.0)], [gain.delta], yerr=err, fmt="*" if on else "o", capsize=3,
+                        markersize=10 if on else 6, color="C1" if on else "C0")
+            ax.annotate(c.label.split(">")[-1], (float(added or 0.0), gain.delta), fontsize=7,
+                        xytext=(4, 4), textcoords="offset points")
+        ax.axhline(0.0, color="grey", linewidth=0.8)
+        ax.set_xlabel("added p95 latency per query (ms, reranker)")
+        ax.set_ylabel(f"Δ {metric} vs the same pool (95 % CI)")
+        ax.set_title("Reranking: quality gain vs added latency (★ Pareto front)")
+        fig.tight_layout()
+        tmp = path.with_name(f".{path.name}.tmp.png")
+        fig.savefig(tmp, dpi=110)
+        plt.close(fig)
+        tmp.replace(path)
+        return path
 
     def _chunks(self, r: RunReport) -> list[str]:
         if r.chunk_report is None:
@@ -260,6 +333,24 @@ class MarkdownReport:
         plt.close(fig)
         tmp.replace(path)
         return path
+
+
+def _rerank_points(r: RunReport, metric: str
+                   ) -> list[tuple[ConfigReport, int, Comparison, float | None]]:
+    """(config, depth, its comparison with its own pool on ``metric``, added p95 ms) for every
+    reranked config that ran and was compared with its parent."""
+    out = []
+    for c in r.configs:
+        if c.ops.kind != "reranked" or c.pruned_reason is not None:
+            continue
+        cmp = next((x for x in r.comparisons if x.config_id == c.config_id and x.metric == metric
+                    and x.scope == "all" and x.baseline_config_id == c.ops.parent_config_id),
+                   None)
+        if cmp is None:
+            continue
+        depth = int(c.query_params.get("depth", 0))
+        out.append((c, depth, cmp, c.ops.rerank_p95_ms))
+    return out
 
 
 def _num(v: float | None, digits: int, sign: str = "") -> str:

@@ -17,7 +17,8 @@ stage. An LLM pointwise reranker fits the same Protocol through a generation bac
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -40,4 +41,26 @@ class Reranker(Protocol):
     def score(self, queries: Sequence[str], passages: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """Batch-first: ``passages[i]`` are query i's candidates; returns one float32 array of
         scores per query, same order and length as ``passages[i]``."""
+        ...
+
+
+@runtime_checkable
+class IndexedReranker(Protocol):
+    """Optional capability: passages are encoded ONCE, at index time, and only the query is
+    encoded per request — how late-interaction (token vectors) and bi-encoder rerankers are
+    deployed. The pipeline caches the passage index as its own node (keyed by the chunks and
+    the reranker's ``cache_params``) and times only the query-time work."""
+
+    def index_passages(self, texts: Sequence[str], directory: Path) -> None:
+        """Encode every passage (row i = text i) into files in ``directory``."""
+        ...
+
+    def load_index(self, directory: Path) -> Any:
+        """The passage index ``index_passages`` wrote (memory-mapped where large)."""
+        ...
+
+    def score_indexed(self, queries: Sequence[str], index: Any,
+                      rows: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Like ``score``, with query i's candidates given as passage rows of ``index``
+        (int64); equal rows get equal scores."""
         ...

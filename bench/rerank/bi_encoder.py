@@ -13,6 +13,7 @@ BM25, fusion, ANN, or with a different embedder.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -75,4 +76,22 @@ class BiEncoderReranker:
             # and equal texts must get equal scores
             u, inv = np.unique(w, return_inverse=True)
             out.append(np.ascontiguousarray((p[u] @ q[i])[inv], dtype=np.float32))
+        return out
+
+    # --- IndexedReranker: passage vectors once, at index time; a query costs one encode
+    def index_passages(self, texts: Sequence[str], directory: Path) -> None:
+        np.save(directory / "passage_vectors.npy", self._encode(texts, "document"),
+                allow_pickle=False)
+
+    def load_index(self, directory: Path) -> np.ndarray:
+        return np.load(directory / "passage_vectors.npy", mmap_mode="r")
+
+    def score_indexed(self, queries: Sequence[str], index: np.ndarray,
+                      rows: Sequence[np.ndarray]) -> list[np.ndarray]:
+        q = self._encode(list(queries), "query")
+        out = []
+        for i, r in enumerate(rows):
+            u, inv = np.unique(np.asarray(r, dtype=np.int64), return_inverse=True)
+            out.append(np.ascontiguousarray((np.asarray(index[u]) @ q[i])[inv],
+                                            dtype=np.float32))
         return out

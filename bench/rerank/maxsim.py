@@ -12,7 +12,9 @@ one per query, then a [query tokens x pool tokens] float32 matrix product per qu
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -123,6 +125,45 @@ class MaxSimReranker:
             u, inv = np.unique(w, return_inverse=True)
             out.append(maxsim(q, [p_vecs[j] for j in u], p_len[u])[inv])
         return out
+
+    # --- IndexedReranker: token vectors of every passage once, at index time (ColBERT-style)
+    def index_passages(self, texts: Sequence[str], directory: Path) -> None:
+        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+        parts: list[np.ndarray] = []
+        for b0 in range(0, len(texts), 1024):  # bounded memory: blocks of texts
+            for i, v in enumerate(self.token_vectors(list(texts[b0:b0 + 1024]))):
+                offsets[b0 + i + 1] = offsets[b0 + i] + len(v)
+                if len(v):
+                    parts.append(v.astype(np.float16))
+        dim = parts[0].shape[1] if parts else 0
+        flat = np.concatenate(parts) if parts else np.zeros((0, dim), np.float16)
+        np.save(directory / "token_vectors.npy", flat, allow_pickle=False)
+        np.save(directory / "token_offsets.npy", offsets, allow_pickle=False)
+
+    def load_index(self, directory: Path) -> TokenIndex:
+        return TokenIndex(np.load(directory / "token_vectors.npy", mmap_mode="r"),
+                          np.load(directory / "token_offsets.npy", allow_pickle=False))
+
+    def score_indexed(self, queries: Sequence[str], index: TokenIndex,
+                      rows: Sequence[np.ndarray]) -> list[np.ndarray]:
+        q_vecs = self.token_vectors(list(queries))
+        out = []
+        for q, r in zip(q_vecs, rows, strict=True):
+            u, inv = np.unique(np.asarray(r, dtype=np.int64), return_inverse=True)
+            pool = [np.asarray(index.vectors[index.offsets[j]:index.offsets[j + 1]],
+                               dtype=np.float32) for j in u]
+            lengths = np.asarray([len(p) for p in pool], dtype=np.int64)
+            out.append(maxsim(q, pool, lengths)[inv])
+        return out
+
+
+@dataclass(frozen=True)
+class TokenIndex:
+    """Every passage's token vectors: rows ``offsets[i]:offsets[i+1]`` of ``vectors``
+    (float16, L2-normalised before rounding), memory-mapped."""
+
+    vectors: np.ndarray
+    offsets: np.ndarray
 
 
 def maxsim(q: np.ndarray, pool: Sequence[np.ndarray], lengths: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ import numpy as np
 from bench.chunking.base import ChunkTable, chunk_text_field
 from bench.data.base import Dataset
 from bench.pipeline.node import Node
-from bench.rerank.base import Reranker
+from bench.rerank.base import IndexedReranker, Reranker
 from bench.retrieval.base import Hits, Pool, order_key, trec_order
 from bench.telemetry.base import TimingLog
 
@@ -59,6 +59,45 @@ def _reranker_params(reranker: Reranker) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class RerankIndexOp:
+    """ChunkTable -> the passage index of an ``IndexedReranker`` (token or passage vectors of
+    every chunk, encoded once at index time like the dense index)."""
+
+    reranker: IndexedReranker
+    stage: str = "rerank_index"
+    version: str = "1"
+
+    def params(self) -> Mapping[str, Any]:
+        return _reranker_params(self.reranker)  # type: ignore[arg-type]
+
+    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
+        (chunks,) = inputs
+        with timing.measure("total", len(chunks)):
+            self.reranker.index_passages(chunks.text, directory)
+
+    def load(self, directory: Path, inputs: Sequence[Any]) -> Any:
+        return self.reranker.load_index(directory)
+
+
+def score_query(reranker: Reranker, index: Any, query: str, pool: Hits, chunks: ChunkTable,
+                dataset: Dataset, q: int, depth: int) -> np.ndarray:
+    """Scores of query q's first ``depth`` candidates: from the passage index when the
+    reranker has one and every candidate's chunk is known, else from the passage texts."""
+    s = int(pool.offsets[q])
+    e = min(int(pool.offsets[q + 1]), s + depth)
+    rows = pool.chunks()[s:e].astype(np.int64)
+    if index is not None and isinstance(reranker, IndexedReranker) and (rows >= 0).all():
+        (scores,) = reranker.score_indexed([query], index, [rows])
+    else:
+        (scores,) = reranker.score([query], [passages(pool, chunks, dataset, q, depth)])
+    scores = np.asarray(scores, dtype=np.float32)
+    if scores.shape != (e - s,):
+        raise ValueError(f"reranker {reranker.name} returned {scores.shape} scores for "
+                         f"{e - s} passages")
+    return scores
+
+
+@dataclass(frozen=True)
 class RerankScoresOp:
     reranker: Reranker
     depth: int
@@ -70,22 +109,19 @@ class RerankScoresOp:
         return {**_reranker_params(self.reranker), "depth": self.depth}
 
     def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
-        pool, chunks, dataset = inputs
+        pool, chunks, dataset, *index = inputs
         hits: Hits = pool.hits
         offsets = np.zeros(hits.n_queries + 1, dtype=np.int64)
         out: list[np.ndarray] = []
         for q, query in enumerate(dataset.queries):
-            texts = passages(hits, chunks, dataset, q, self.depth)
-            if texts:
-                with timing.measure("query", len(texts), sync_cuda=self.device == "cuda",
+            n = min(int(hits.offsets[q + 1] - hits.offsets[q]), self.depth)
+            if n:
+                with timing.measure("query", n, sync_cuda=self.device == "cuda",
                                     query_id=query.query_id):
-                    (scores,) = self.reranker.score([query.text], [texts])
-                scores = np.asarray(scores, dtype=np.float32)
-                if scores.shape != (len(texts),):
-                    raise ValueError(f"reranker {self.reranker.name} returned {scores.shape} "
-                                     f"scores for {len(texts)} passages")
+                    scores = score_query(self.reranker, index[0] if index else None,
+                                         query.text, hits, chunks, dataset, q, self.depth)
                 out.append(scores)
-            offsets[q + 1] = offsets[q] + len(texts)
+            offsets[q + 1] = offsets[q] + n
         np.save(directory / "offsets.npy", offsets, allow_pickle=False)
         np.save(directory / "scores.npy",
                 np.concatenate(out) if out else np.zeros(0, np.float32), allow_pickle=False)
@@ -110,7 +146,7 @@ class RerankLatencyOp:
                 "n_queries": self.n_queries, "seed": self.seed}
 
     def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
-        pool, chunks, dataset = inputs
+        pool, chunks, dataset, *index = inputs
         hits: Hits = pool.hits
         candidates = np.flatnonzero(np.diff(hits.offsets) > 0)
         rng = np.random.default_rng(self.seed)
@@ -119,10 +155,11 @@ class RerankLatencyOp:
                               else np.zeros(0, np.int64))
         for q in sample:
             query = dataset.queries[int(q)]
-            texts = passages(hits, chunks, dataset, int(q), self.depth)
-            with timing.measure("query", len(texts), sync_cuda=self.device == "cuda",
+            n = min(int(hits.offsets[q + 1] - hits.offsets[q]), self.depth)
+            with timing.measure("query", n, sync_cuda=self.device == "cuda",
                                 query_id=query.query_id):
-                self.reranker.score([query.text], [texts])
+                score_query(self.reranker, index[0] if index else None, query.text, hits,
+                            chunks, dataset, int(q), self.depth)
         (directory / "sample.txt").write_text(
             "\n".join(dataset.queries[int(q)].query_id for q in sample))
 
@@ -169,11 +206,14 @@ def rerank_nodes(reranker: Reranker, pool: Node, chunk: Node, data: Node, *, lab
                  device: str) -> list[tuple[str, dict[str, Any], Node]]:
     """The scores node (shared by every depth), then per depth its latency and cut nodes."""
     depths = sorted(reranker.depths())
-    scores = Node(RerankScoresOp(reranker, depths[-1], device), (pool, chunk, data),
+    inputs: tuple[Node, ...] = (pool, chunk, data)
+    if isinstance(reranker, IndexedReranker):
+        inputs += (Node(RerankIndexOp(reranker), (chunk,), f"{reranker.name} passage index"),)
+    scores = Node(RerankScoresOp(reranker, depths[-1], device), inputs,
                   f"{reranker.name} scores of {label} top {depths[-1]}")
     out = []
     for d in depths:
-        lat = Node(RerankLatencyOp(reranker, d, device), (pool, chunk, data),
+        lat = Node(RerankLatencyOp(reranker, d, device), inputs,
                    f"{reranker.name} latency at depth {d}")
         cut = Node(RerankOp(d, reranker.score_threshold), (scores, pool, lat, data),
                    f"{label}>{reranker.name}@{d}")
