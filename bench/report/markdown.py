@@ -196,8 +196,8 @@ class MarkdownReport:
         fig, ax = plt.subplots(figsize=(6.5, 4.2))
         for (c, _depth, gain, added), on in zip(points, front, strict=True):
             err = [[max(gain.delta - gain.ci_low, 0.0)], [max(gain.ci_high - gain.delta, 0.0)]]
-            ax.errorbar([float(added or 0.0)], [gain.delta], yerr=err, fmt="*" if on else "o", capsize=3,
-                        markersize=10 if on else 6, color="C1" if on else "C0")
+            ax.errorbar([float(added or 0.0)], [gain.delta], yerr=err, fmt="*" if on else "o",
+                        capsize=3, markersize=10 if on else 6, color="C1" if on else "C0")
             ax.annotate(c.label.split(">")[-1], (float(added or 0.0), gain.delta), fontsize=7,
                         xytext=(4, 4), textcoords="offset points")
         ax.axhline(0.0, color="grey", linewidth=0.8)
