@@ -126,13 +126,14 @@ def main() -> None:
                 s = make()
                 s.start()
                 try:
-                    def instrumented(s: StageSampler = s) -> float:
+                    def instrumented(s: StageSampler = s, work: Callable[[int], None] = work,
+                                     n: int = n) -> float:
                         t0 = time.perf_counter()
                         with s.stage("work"):
                             work(n)
                         return (time.perf_counter() - t0) * 1000
 
-                    def bare() -> float:
+                    def bare(work: Callable[[int], None] = work, n: int = n) -> float:
                         t0 = time.perf_counter()
                         work(n)
                         return (time.perf_counter() - t0) * 1000

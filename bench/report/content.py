@@ -12,7 +12,7 @@ from typing import Any
 
 from bench.report import plots
 from bench.report.drilldown import Drilldown, all_drilldowns, all_pairs, dataset_lookup
-from bench.report.load import ConfigView, Merged
+from bench.report.load import Merged
 from bench.report.views import CostAxis, Front, cost_axes, front, saturated, scopes
 
 #: a table cell: shown text and the value it sorts by (None sorts last)
@@ -83,7 +83,7 @@ def choose_metrics(merged: Merged, wanted: tuple[str, ...] | None) -> list[str]:
     have = merged.metrics()
     if wanted:
         return [m for m in wanted if m in have]
-    pref = [m for m in ("ndcg@10", "recall@100") if m in have]
+    pref: list[str] = [m for m in ("ndcg@10", "recall@100") if m in have]
     return pref or have[:2]
 
 
@@ -136,7 +136,7 @@ def _configs_section(merged: Merged, metrics: list[str], fronts: list[Front],
              *(f"{m} (95 % CI)" for m in metrics), "p50 ms", "p95 ms", "p99 ms",
              "latency from", "QPS", "peak VRAM MiB", "cost/query",
              *(f"front vs {f.axis.name}" for f in fronts if f.measured)]
-    rows = []
+    rows: list[tuple[Cell, ...]] = []
     for c in merged.configs:
         vram = None if c.peak_vram_bytes is None else c.peak_vram_bytes / 2**20
         cost = axes[2].value(c)

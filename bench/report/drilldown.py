@@ -94,8 +94,10 @@ def dataset_lookup(run: RunData) -> Lookup:
         from bench.config.build import build
 
         source = build(OmegaConf.create(node), "dataset")
-        data = source.load()  # type: ignore[union-attr]
-    except Exception as exc:  # noqa: BLE001 - any failure only costs the texts, said in the report
+        if source is None:
+            return Lookup({}, {}, "run.json's dataset is disabled: ids only")
+        data = source.load()
+    except Exception as exc:  # any failure only costs the texts, and the report says so
         return Lookup({}, {}, f"dataset not reachable ({' '.join(str(exc).split())[:160]}): "
                               "ids only")
     recorded = (run.manifest.get("dataset") or {}).get("fingerprint")
@@ -130,7 +132,7 @@ def read_top(path: Path, query_ids: set[str], depth: int) -> dict[str, list[str]
 
 def _neg(doc: str) -> tuple[int, ...]:
     # descending doc id as a sort key inside an ascending sort
-    return tuple(-ord(ch) for ch in doc) + (1,)
+    return (*tuple(-ord(ch) for ch in doc), 1)
 
 
 def _values(run: RunData, config_id: str, metric: str) -> dict[str, tuple[float, str]]:

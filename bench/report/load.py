@@ -241,10 +241,9 @@ def _params(row: dict[str, Any]) -> dict[str, Any]:
 
 def _run_peak_vram(manifest: dict[str, Any]) -> int | None:
     """Run-wide peak VRAM from run.json's resources (None when no GPU was sampled)."""
-    vals = [r.get("peak_vram_bytes") for r in manifest.get("resources") or []
-            if isinstance(r, dict)]
-    vals = [v for v in vals if v is not None]
-    return int(max(vals)) if vals else None
+    vals = [int(r["peak_vram_bytes"]) for r in manifest.get("resources") or []
+            if isinstance(r, dict) and r.get("peak_vram_bytes") is not None]
+    return max(vals) if vals else None
 
 
 def _query_samples(timings: pa.Table, config_id: str) -> dict[str, tuple[np.ndarray, list[Any]]]:

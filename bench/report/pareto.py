@@ -66,8 +66,10 @@ def quality_cost_front(items: Sequence[FrontInput], *,
                        higher_is_better: bool) -> list[FrontPoint]:
     """Front / tied / dominated / pruned / no data for each item, in input order."""
     usable = [i for i in items if not i.pruned and i.quality is not None and i.cost is not None]
-    flags = pareto_front([(i.quality, i.cost) for i in usable],  # type: ignore[misc]
-                         (higher_is_better, False)) if usable else []
+    # means of the same per-query values summed in another order differ in the last bits;
+    # that must not decide who is on the front
+    flags = pareto_front([(round(i.quality, 12), round(i.cost, 12))  # type: ignore[arg-type]
+                          for i in usable], (higher_is_better, False)) if usable else []
     front = [i for i, f in zip(usable, flags, strict=True) if f]
     sign = 1.0 if higher_is_better else -1.0
     on_front = {i.key for i in front}

@@ -115,8 +115,8 @@ def front_plot(front: Front, numbers: dict[str, int]) -> bytes:
                     xytext=(3, 3), textcoords="offset points")
         lows.append(lo)
         highs.append(hi)
-    fr = sorted(((i.cost, i.quality) for i, p in pts if p.status == "front"),
-                key=lambda t: t[0])
+    fr = sorted((float(i.cost), float(i.quality)) for i, p in pts
+                if p.status == "front" and i.cost is not None and i.quality is not None)
     if len(fr) > 1:
         ax.step([c for c, _ in fr], [q for _, q in fr], where="post", color="C3", alpha=0.5)
     if lows:

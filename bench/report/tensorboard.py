@@ -68,9 +68,9 @@ def write_tensorboard(merged: Merged, logdir: Path, metrics: list[str] | None = 
         exp, ssi, sei = hparams(full, {k: 0.0 for k in names})
         w = SummaryWriter(log_dir=str(logdir / tb_run_name(c)))
         try:
-            w.file_writer.add_summary(exp)
-            w.file_writer.add_summary(ssi)
-            w.file_writer.add_summary(sei)
+            fw = w._get_file_writer()
+            for summ in (exp, ssi, sei):
+                fw.add_summary(summ)
             for tag, v in sc.items():
                 w.add_scalar(tag, v, 0)
         finally:

@@ -26,6 +26,7 @@ shorter than the period still has two samples.
 
 from __future__ import annotations
 
+import itertools
 import os
 import resource
 import sys
@@ -303,7 +304,7 @@ def _gpu_figures(samples: list[tuple[float, GpuReading]]) -> dict[str, Any]:
         energy: float | None = (last - first) / 1000.0
     elif len(samples) > 1:
         energy = sum((t1 - t0) * (a.power_w + b.power_w) / 2.0
-                     for (t0, a), (t1, b) in zip(samples, samples[1:], strict=False))
+                     for (t0, a), (t1, b) in itertools.pairwise(samples))
     else:
         energy = None
     return {"n_gpu_samples": len(rs),

@@ -85,9 +85,8 @@ def test_sampler_off_says_so_and_cpu_figures_remain() -> None:
 
 def test_thread_samples_at_its_period() -> None:
     f = Script()
-    with StageSampler(reader=f.read, period_ms=5) as s:
-        with s.stage("sleep"):
-            time.sleep(0.2)
+    with StageSampler(reader=f.read, period_ms=5) as s, s.stage("sleep"):
+        time.sleep(0.2)
     rec = s.records[0]
     # 200 ms / 5 ms = 40 ticks on an idle machine; a loaded one still gets several
     assert 2 + 5 <= rec.n_gpu_samples <= 2 + 200 / 5 + 2
@@ -111,11 +110,10 @@ def test_real_nvml_separates_needed_from_used() -> None:
     torch.zeros(1, device="cuda")  # initialise the context before the stage
     s = StageSampler.for_device("cuda", period_ms=10)
     assert s.on, s.off_reason
-    with s:
-        with s.stage("alloc", sync_cuda=True):
-            x = torch.empty(256 * MIB, dtype=torch.uint8, device="cuda")
-            x.fill_(1)
-            time.sleep(0.1)
+    with s, s.stage("alloc", sync_cuda=True):
+        x = torch.empty(256 * MIB, dtype=torch.uint8, device="cuda")
+        x.fill_(1)
+        time.sleep(0.1)
     rec = s.records[0]
     assert rec.torch_peak_allocated_bytes is not None
     assert rec.torch_peak_allocated_bytes >= 256 * MIB
