@@ -12,7 +12,7 @@ from typing import Any
 
 from bench.report import plots
 from bench.report.drilldown import Drilldown, all_drilldowns, all_pairs, dataset_lookup
-from bench.report.load import Merged
+from bench.report.load import Merged, RunData
 from bench.report.views import CostAxis, Front, cost_axes, front, saturated, scopes
 
 #: a table cell: shown text and the value it sorts by (None sorts last)
@@ -240,16 +240,25 @@ def _comparisons(merged: Merged, metrics: list[str], numbers: dict[str, int]) ->
 
 def _all_pairs(merged: Merged, metric: str) -> Section:
     sec = Section(f"All-pairs comparisons ({metric})",
-                  ["Every pair of kept configs within a run, paired per query (delta = B − A); "
-                   "Holm-adjusted over all pairs of the run."])
+                  ["Every pair of kept configs of runs on the same dataset (same fingerprint), "
+                   "paired per query on the queries both scored (delta = B − A, 95 % bootstrap "
+                   "CI, sign-flip p); Holm-adjusted over all pairs of the group."])
+    groups: dict[str, list[RunData]] = {}
     for r in merged.runs:
         if r.per_query is None:
-            sec.notes.append(f"{r.name}: no per_query.parquet, no pairs.")
+            sec.notes.append(f"{r.name}: no per_query.parquet, not compared.")
             continue
-        rows = all_pairs(r, metric)
+        fp = (r.manifest.get("dataset") or {}).get("fingerprint") or r.name
+        groups.setdefault(str(fp), []).append(r)
+    for runs in groups.values():
+        rows = all_pairs(runs, metric)
+        name = ", ".join(r.name for r in runs)
+        if not rows:
+            sec.notes.append(f"{name}: fewer than two configs, no pairs.")
+            continue
         sec.tables.append(Table(
-            ("run", "A", "B", "mean A", "mean B", "delta B−A (95 % CI)", "p", "p Holm", "n"),
-            tuple(((r.name, r.name), (x["a_label"], x["a_label"]), (x["b_label"], x["b_label"]),
+            ("runs", "A", "B", "mean A", "mean B", "delta B−A (95 % CI)", "p", "p Holm", "n"),
+            tuple(((name, name), (x["a_label"], x["a_label"]), (x["b_label"], x["b_label"]),
                    _f(x["mean_a"]), _f(x["mean_b"]),
                    (f"{x['delta']:+.4f} [{x['ci_low']:+.4f}, {x['ci_high']:+.4f}]", x["delta"]),
                    _f(x["p_value"]), _f(x["p_holm"]), (str(x["n"]), x["n"])) for x in rows),

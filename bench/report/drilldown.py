@@ -181,18 +181,19 @@ def all_drilldowns(run: RunData, metric: str, lookup: Lookup, *, higher_is_bette
                       depth=depth) for c in kept]
 
 
-def all_pairs(run: RunData, metric: str, scope: str = "all", *, resamples: int = 1000,
-              seed: int = 0, configs: Sequence[ConfigView] | None = None) -> list[dict[str, Any]]:
-    """Every pair of a run's kept configs compared per query (delta = B - A, bootstrap CI,
-    sign-flip p), Holm-adjusted over ALL pairs of this metric and scope."""
+def all_pairs(runs: Sequence[RunData], metric: str, scope: str = "all", *,
+              resamples: int = 1000, seed: int = 0) -> list[dict[str, Any]]:
+    """Every pair of kept configs of ``runs`` (which must share their queries, e.g. the jobs
+    of one multirun) compared per query on the queries both scored (delta = B - A, bootstrap
+    CI, sign-flip p), Holm-adjusted over ALL pairs of this metric and scope."""
     from bench.metrics.stats import holm, paired_compare
 
-    kept = list(configs) if configs is not None else [c for c in run.configs if c.kept]
-    vals = {c.config_id: _values(run, c.config_id, metric) for c in kept}
+    kept = [(r, c) for r in runs for c in r.configs if c.kept and r.per_query is not None]
+    vals = {c.key: _values(r, c.config_id, metric) for r, c in kept}
     out: list[dict[str, Any]] = []
-    for i, a in enumerate(kept):
-        for b in kept[i + 1:]:
-            va, vb = vals[a.config_id], vals[b.config_id]
+    for i, (_, a) in enumerate(kept):
+        for _, b in kept[i + 1:]:
+            va, vb = vals[a.key], vals[b.key]
             qs = sorted(q for q in va if q in vb
                         and (scope == "all" or f"category:{va[q][1]}" == scope))
             if not qs:

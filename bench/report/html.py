@@ -64,8 +64,8 @@ def _table(t: Table) -> str:
             f'<tbody>{"".join(body)}</tbody></table>')
 
 
-def _section(s: Section, level: int) -> str:
-    parts = [f"<h{level}>{html.escape(s.title)}</h{level}>"]
+def _section(s: Section, level: int, heading: bool = True) -> str:
+    parts = [f"<h{level}>{html.escape(s.title)}</h{level}>"] if heading else []
     parts += [f'<p class="note">{html.escape(n)}</p>' for n in s.notes]
     parts += [_table(t) for t in s.tables]
     for f in s.figures:
@@ -75,7 +75,7 @@ def _section(s: Section, level: int) -> str:
                      f'{html.escape(f.caption)}</figcaption></figure>')
     for ch in s.children:
         parts.append(f"<details><summary>{html.escape(ch.title)}</summary>"
-                     + _section(ch, min(level + 1, 6)) + "</details>")
+                     + _section(ch, min(level + 1, 6), heading=False) + "</details>")
     return "\n".join(parts)
 
 

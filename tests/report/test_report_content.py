@@ -81,7 +81,7 @@ def test_drilldown_worst_wins_losses(run_dir: Path) -> None:
 
 def test_all_pairs_holm(run_dir: Path) -> None:
     run = load_runs([run_dir]).runs[0]
-    rows = all_pairs(run, "ndcg@10", resamples=200)
+    rows = all_pairs([run], "ndcg@10", resamples=200)
     kept = N_CONFIGS - 1
     assert len(rows) == kept * (kept - 1) // 2
     assert all(r["p_value"] <= r["p_holm"] <= 1.0 for r in rows)
