@@ -252,7 +252,10 @@ class MarkdownReport:
                             transform=ax.transAxes)
                     ax.set_axis_off()
                     continue
-                _bars(ax, group, scopes, metric)
+                _bars(ax, group, scopes, metric, offset=g * PER_ROW)
+                if len(groups) > 1:
+                    # rows share one value axis so they can be compared by eye
+                    ax.set_ylim(*_limits(kept, scopes, metric))
                 first = g * PER_ROW + 1
                 ax.set_title(f"{metric} (95 % CI), configs {first}-{first + len(group) - 1}"
                              f" of {len(kept)}", fontsize=9)
@@ -277,7 +280,18 @@ def _saturated(kept: Sequence[ConfigReport], metric: str) -> float | None:
     return float(vals[0])
 
 
-def _bars(ax: Any, group: Sequence[ConfigReport], scopes: list[str], metric: str) -> None:
+def _limits(kept: Sequence[ConfigReport], scopes: list[str], metric: str) -> tuple[float, float]:
+    lows = [r.ci_low if r.ci_low is not None else r.mean for c in kept for s in scopes
+            for r in [_find(c.summary, s, metric)] if r is not None and r.mean is not None]
+    highs = [r.ci_high if r.ci_high is not None else r.mean for c in kept for s in scopes
+             for r in [_find(c.summary, s, metric)] if r is not None and r.mean is not None]
+    lo, hi = min(lows, default=0.0), max(highs, default=1.0)
+    pad = (hi - lo) * 0.08 if hi > lo else 0.01
+    return lo - pad, hi + pad
+
+
+def _bars(ax: Any, group: Sequence[ConfigReport], scopes: list[str], metric: str,
+          offset: int = 0) -> None:
     width = 0.8 / max(len(group), 1)
     lows, highs = [], []
     for j, c in enumerate(group):
@@ -290,7 +304,9 @@ def _bars(ax: Any, group: Sequence[ConfigReport], scopes: list[str], metric: str
                         for m, row in zip(means, rows, strict=True)]).T
         # a percentile CI need not contain the mean exactly (float rounding, skew)
         err = np.clip(err, 0.0, None)
-        ax.errorbar(xs, means, yerr=err, fmt="o", capsize=3, label=c.label)
+        # one colour per config across facet rows (the 10-colour cycle repeats past 10)
+        ax.errorbar(xs, means, yerr=err, fmt="o", capsize=3, label=c.label,
+                    color=f"C{(offset + j) % 10}")
         fin = [(m, e0, e1) for m, e0, e1 in zip(means, err[0], err[1], strict=True)
                if not np.isnan(m)]
         lows += [m - e0 for m, e0, _ in fin]
