@@ -62,6 +62,14 @@ def metric_pages(configs: Sequence[ConfigView], numbers: dict[str, int], metric:
                                  squeeze=False, sharey=True)
         ys = list(range(len(chunk)))[::-1]
         for ax, scope in zip(axes[0], scopes, strict=True):
+            flat = _flat([c.mean(metric, scope) for c in configs])
+            if flat is not None:
+                # the same value for every config (on every page): say it, draw nothing
+                ax.text(0.5, 0.5, f"{flat:.4f} for all\n{len(configs)} configs\n(saturated)",
+                        ha="center", va="center", transform=ax.transAxes, fontsize=8)
+                ax.set_title(scope.removeprefix("category:"), fontsize=9)
+                ax.set_xticks([])
+                continue
             lows, highs = [], []
             for y, c in zip(ys, chunk, strict=True):
                 row = c.mean(metric, scope)
@@ -90,6 +98,13 @@ def metric_pages(configs: Sequence[ConfigView], numbers: dict[str, int], metric:
         fig.tight_layout()
         out.append(_png(fig))
     return out
+
+
+def _flat(rows: Sequence[dict[str, Any] | None]) -> float | None:
+    vals = [r["mean"] for r in rows if r is not None]
+    if len(vals) < 2 or max(vals) - min(vals) > 1e-9:
+        return None
+    return float(vals[0])
 
 
 _STYLE = {"front": ("*", "C3", 11), "tied": ("o", "C1", 6), "dominated": ("o", "0.6", 5)}
