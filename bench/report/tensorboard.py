@@ -1,9 +1,10 @@
 """TensorBoard export: one TB run per config, with scalars and hparams, so
 ``tensorboard --logdir DIR`` shows a whole sweep (HPARAMS tab: one row per config).
 
-Every config gets the same hparam keys (the union over the sweep; a key a config lacks reads
-``-``) and the same declared metric list, so the dashboard's table has no holes it would hide;
-a metric a config did not measure is simply not written for it (no fake 0). Tags:
+Every config declares the same experiment (the union of hparam keys over the sweep, each with
+the type of its first value, and the union of metric tags), so the dashboard shows one table;
+a config's session holds only its own hparams (a key it lacks shows empty, never a filler of
+another type) and a metric it did not measure is not written for it (no fake 0). Tags:
 ``quality/<metric>`` (+ ``_ci_low``/``_ci_high``), ``latency/p50_ms|p95_ms|p99_ms``,
 ``throughput/qps``, ``memory/peak_vram_mib``, ``cost/per_query``.
 """
@@ -60,12 +61,15 @@ def write_tensorboard(merged: Merged, logdir: Path, metrics: list[str] | None = 
         raise MissingDependencyError("tensorboard", "cpu", "the TensorBoard export") from None
     metrics = metrics if metrics is not None else merged.metrics()
     per = [(c, _hparams(c), _scalars(c, metrics)) for c in merged.configs]
-    keys = list(dict.fromkeys(k for _, hp, _ in per for k in hp))
-    names = list(dict.fromkeys(k for _, _, sc in per for k in sc))
+    first: dict[str, Any] = {}
+    for _, hp, _ in per:
+        for k, v in hp.items():
+            first.setdefault(k, v)
+    names = {k: 0.0 for k in dict.fromkeys(k for _, _, sc in per for k in sc)}
+    exp, _, _ = hparams(first, names)
     logdir.mkdir(parents=True, exist_ok=True)
     for c, hp, sc in per:
-        full = {k: hp.get(k, "-") for k in keys}
-        exp, ssi, sei = hparams(full, {k: 0.0 for k in names})
+        _, ssi, sei = hparams(hp, names)
         w = SummaryWriter(log_dir=str(logdir / tb_run_name(c)))
         try:
             fw = w._get_file_writer()

@@ -31,11 +31,12 @@ def test_every_config_has_hparams_and_scalars(run_dir: Path, tmp_path: Path) -> 
         hp = dict(start.hparams)
         assert hp["label"].string_value == c.label
         assert hp["config_id"].string_value == c.config_id
-        keys = set(hp)
-        seen_keys = seen_keys or keys
-        assert keys == seen_keys  # the same columns for every config
         exp = plugin_data_pb2.HParamsPluginData.FromString(
             content["_hparams_/experiment"]).experiment
+        declared = {h.name for h in exp.hparam_infos}
+        seen_keys = seen_keys or declared
+        assert declared == seen_keys  # one experiment (the same columns) for every config
+        assert set(hp) <= declared and "param.ef" in declared
         metric_tags = {mi.name.tag for mi in exp.metric_infos}
         assert "quality/ndcg@10" in metric_tags and "latency/p95_ms" in metric_tags
         tags = ea.Tags()["scalars"]
