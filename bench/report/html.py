@@ -11,6 +11,7 @@ import base64
 import html
 from pathlib import Path
 
+from bench.report.base import RunReport
 from bench.report.content import Report, Section, Table
 from bench.results.write import atomic_write_bytes
 
@@ -91,3 +92,36 @@ def render(rep: Report) -> str:
 def write(rep: Report, path: Path) -> Path:
     atomic_write_bytes(path, render(rep).encode())
     return path
+
+
+class HtmlReport:
+    """Reporter (``conf/report/html.yaml``): report.md + report.png as ``MarkdownReport``, then
+    report.html from the run's result files (and ``tensorboard/`` when asked).
+
+    Options as MarkdownReport, plus ``all_pairs`` (all-pairs table) and ``tensorboard``.
+    """
+
+    def __init__(self, *, primary_metrics: list[str] | None = None, plot: bool = True,
+                 title: str = "", all_pairs: bool = False, tensorboard: bool = False) -> None:
+        from bench.report.markdown import MarkdownReport
+
+        self.markdown = MarkdownReport(primary_metrics=primary_metrics, plot=plot, title=title)
+        self.all_pairs = all_pairs
+        self.tensorboard = tensorboard
+
+    def write(self, report: RunReport) -> list[Path]:
+        from bench.report.content import Options, build
+        from bench.report.load import load_runs
+
+        out = self.markdown.write(report)
+        merged = load_runs([report.run_dir])
+        rep = build(merged, Options(metrics=tuple(self.markdown.primary),
+                                    all_pairs=self.all_pairs,
+                                    title=self.markdown.title or f"bench report: "
+                                                                 f"{report.experiment}"))
+        out.append(write(rep, report.run_dir / "report.html"))
+        if self.tensorboard:
+            from bench.report.tensorboard import write_tensorboard
+
+            out.append(write_tensorboard(merged, report.run_dir / "tensorboard"))
+        return out

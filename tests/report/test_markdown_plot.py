@@ -41,3 +41,15 @@ def test_nine_configs_all_plotted_and_saturation_flagged(tmp_path: Path) -> None
     # recall@100 = 1.0 everywhere: named once per facet row instead of drawn
     assert sum("recall@100 = 1.0000 for all 9 configs" in t for t in texts) == 2
     assert (tmp_path / "p.png").stat().st_size > 10_000
+
+
+def test_html_reporter_writes_md_png_html(tmp_path: Path) -> None:
+    from report_fixture import write_run
+
+    from bench.report.html import HtmlReport
+
+    d = write_run(tmp_path / "run")
+    rep = _report(d, 3)
+    out = HtmlReport(primary_metrics=["ndcg@10", "recall@100"], tensorboard=True).write(rep)
+    assert [p.name for p in out] == ["report.md", "report.png", "report.html", "tensorboard"]
+    assert "dense(huge)" in (d / "report.html").read_text()  # the pruned config is listed
