@@ -309,9 +309,7 @@ def _resources(merged: Merged) -> Section:
             keys = [k for k in recs[0] if k != "stage"]
             sec.tables.append(Table(("run", "stage", *keys), tuple(
                 ((r.name, r.name), (s["stage"], s["stage"]),
-                 *((json.dumps(s.get(k)) if not isinstance(s.get(k), (int, float)) else
-                    f"{s[k]:.4g}", s.get(k) if isinstance(s.get(k), (int, float)) else None)
-                   for k in keys)) for s in recs)))
+                 *(_cell(s.get(k)) for k in keys)) for s in recs)))
             continue
         res = r.manifest.get("resources") or []
         if res:
@@ -322,6 +320,14 @@ def _resources(merged: Merged) -> Section:
                     else s["peak_vram_bytes"] / 2**20, 0)) for s in res),
                 (False, False, True, True)))
     return sec
+
+
+def _cell(v: Any) -> Cell:
+    if v is None:
+        return ("-", None)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return (v if isinstance(v, str) else json.dumps(v), str(v))
+    return (f"{v:.4g}", float(v))
 
 
 def _slug(s: str) -> str:

@@ -139,8 +139,8 @@ def _values(run: RunData, config_id: str, metric: str) -> dict[str, tuple[float,
     t = run.per_query
     if t is None:
         return {}
-    cols = ["config_id", "query_id", "category", "metric", "value"]
-    rows = t.select(cols + (["status"] if "status" in t.column_names else [])).to_pylist()
+    # missing_run rows are kept: they score as empty rankings (trec_eval -c) and are losses
+    rows = t.select(["config_id", "query_id", "category", "metric", "value"]).to_pylist()
     return {r["query_id"]: (float(r["value"]), r["category"]) for r in rows
             if r["config_id"] == config_id and r["metric"] == metric}
 

@@ -88,3 +88,22 @@ def test_all_pairs_holm(run_dir: Path) -> None:
     c0_c3 = next(r for r in rows if (r["a"], r["b"]) == ("c0", "c3"))
     assert c0_c3["delta"] == pytest.approx((21 - 21) / 6 / 7)  # same mean, different queries
     assert c0_c3["n"] == 6
+
+
+def test_telemetry_records_from_run_json_are_shown(run_dir: Path) -> None:
+    import json
+
+    from bench.telemetry.sampler import StageSampler
+
+    s = StageSampler.for_device("cpu")
+    with s.stage("embed_docs"):
+        pass
+    manifest = json.loads((run_dir / "run.json").read_text())
+    manifest["telemetry"] = s.manifest()
+    (run_dir / "run.json").write_text(json.dumps(manifest))
+    rep = content.build(load_runs([run_dir]))
+    assert rep.header[0].endswith("GPU sampler: off (device is cpu)")
+    res = next(x for x in rep.sections if x.title == "Resources per stage")
+    table = res.tables[0]
+    assert table.rows[0][1][0] == "embed_docs"
+    assert "sampler_off_reason" in table.headers and "torch_peak_allocated_bytes" in table.headers
