@@ -175,3 +175,36 @@ def plot(levels: Sequence[LevelResult], slo: Slo, path: Path,
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def write_capacity(levels: Sequence[LevelResult], slo: Slo, answer: CapacityAnswer,
+                   out_dir: Path) -> list[Path]:
+    """capacity.json (every level, the SLO, the answer), capacity.md and capacity.png."""
+    import json
+    from dataclasses import asdict
+
+    from bench.results.write import atomic_write_bytes
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    js = out_dir / "capacity.json"
+    atomic_write_bytes(js, json.dumps({"slo": asdict(slo), "levels": [asdict(lv) for lv in levels],
+                                       "answer": asdict(answer)}, indent=2).encode())
+    png = plot(levels, slo, out_dir / "capacity.png", answer)
+
+    def f(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
+    lines = ["# Capacity", "", f"**{answer.text}**", "",
+             "| users | requests | failed | throughput req/s | e2e p50 / p95 / p99 ms | "
+             "TTFT p50 / p95 / p99 ms | within budget | meets SLO | stopped by |",
+             "|---:|---:|---:|---:|---|---|---:|---|---|"]
+    for lv in levels:
+        lines.append(
+            f"| {lv.concurrency} | {lv.n_requests} | {lv.n_failed} | {lv.throughput_rps:.1f} | "
+            f"{f(lv.e2e_p50_ms)} / {f(lv.e2e_p95_ms)} / {f(lv.e2e_p99_ms)} | "
+            f"{f(lv.ttft_p50_ms)} / {f(lv.ttft_p95_ms)} / {f(lv.ttft_p99_ms)} | "
+            f"{lv.within_budget:.1%} | {'yes' if meets(lv, slo) else 'no'} | {lv.stopped_by} |")
+    lines += ["", f"![capacity]({png.name})", ""]
+    md = out_dir / "capacity.md"
+    atomic_write_bytes(md, "\n".join(lines).encode())
+    return [js, md, png]

@@ -4,6 +4,7 @@ each request queues (U / C - 1) service times — so the knee is arithmetic."""
 
 from __future__ import annotations
 
+import json
 import math
 import queue
 import threading
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.capacity.base import RequestTiming, Slo
-from bench.capacity.loadgen import find_slo, plan, plot, run_level, run_levels
+from bench.capacity.loadgen import find_slo, plan, plot, run_level, run_levels, write_capacity
 
 C, S = 2, 0.040  # 2 slots, 40 ms service
 
@@ -65,6 +66,9 @@ def test_knee_throughput_and_answer(tmp_path: Path) -> None:
     assert "linear scale-out" in ans.text and ans.text.startswith("4 CPU workers")
     png = plot(levels, slo, tmp_path / "capacity.png", ans)
     assert png.stat().st_size > 10_000
+    js, md, _ = write_capacity(levels, slo, ans, tmp_path / "cap")
+    assert json.loads(js.read_text())["answer"]["workers"] == 4
+    assert md.read_text().count("\n| ") == 1 + len(levels)  # header + one row per level
 
 
 def test_ttft_drives_the_slo_when_measured() -> None:
