@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -300,33 +301,39 @@ class MarkdownReport:
         return lines
 
     def _plot(self, r: RunReport, path: Path) -> Path:
+        """Every kept config in the figure: groups of PER_ROW configs on facet rows (never a
+        cut); value axis zoomed to the data with CI bars; a metric equal for every config
+        (e.g. Recall@100 = 1.0) is named in the facet instead of drawn as equal bars."""
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        kept = [c for c in r.configs if c.pruned_reason is None][:8]
-        fig, axes = plt.subplots(1, len(self.primary), figsize=(5.5 * len(self.primary), 4),
+        kept = [c for c in r.configs if c.pruned_reason is None]
+        groups = [kept[i:i + PER_ROW] for i in range(0, len(kept), PER_ROW)] or [[]]
+        fig, axes = plt.subplots(len(groups), len(self.primary),
+                                 figsize=(5.5 * len(self.primary), 4 * len(groups)),
                                  squeeze=False)
-        for ax, metric in zip(axes[0], self.primary, strict=True):
-            scopes = [s for s in dict.fromkeys(row.scope for c in kept for row in c.summary)
-                      if s.startswith("category:") or s == "all"]
-            width = 0.8 / max(len(kept), 1)
-            for j, c in enumerate(kept):
-                rows = [_find(c.summary, s, metric) for s in scopes]
-                xs = np.arange(len(scopes)) + j * width
-                means = [row.mean if row and row.mean is not None else 0.0 for row in rows]
-                err = np.array([[m - (row.ci_low or m), (row.ci_high or m) - m]
-                                if row and row.mean is not None else [0.0, 0.0]
-                                for m, row in zip(means, rows, strict=True)]).T
-                # a percentile CI need not contain the mean exactly (float rounding, skew)
-                err = np.clip(err, 0.0, None)
-                ax.bar(xs, means, width, yerr=err, capsize=3, label=c.label)
-            ax.set_xticks(np.arange(len(scopes)) + width * (len(kept) - 1) / 2)
-            ax.set_xticklabels([s.removeprefix("category:") for s in scopes], rotation=20)
-            ax.set_ylim(0, 1)
-            ax.set_title(f"{metric} (95 % CI)")
-        axes[0][0].legend(fontsize="small")
+        scopes = [s for s in dict.fromkeys(row.scope for c in kept for row in c.summary)
+                  if s.startswith("category:") or s == "all"]
+        for col, metric in enumerate(self.primary):
+            flat = _saturated(kept, metric)
+            for g, group in enumerate(groups):
+                ax = axes[g][col]
+                if flat is not None:
+                    ax.text(0.5, 0.5, f"{metric} = {flat:.4f} for all {len(kept)} configs\n"
+                            "(saturated: cannot tell them apart)", ha="center", va="center",
+                            transform=ax.transAxes)
+                    ax.set_axis_off()
+                    continue
+                _bars(ax, group, scopes, metric, offset=g * PER_ROW)
+                if len(groups) > 1:
+                    # rows share one value axis so they can be compared by eye
+                    ax.set_ylim(*_limits(kept, scopes, metric))
+                first = g * PER_ROW + 1
+                ax.set_title(f"{metric} (95 % CI), configs {first}-{first + len(group) - 1}"
+                             f" of {len(kept)}", fontsize=9)
+                ax.legend(fontsize="x-small")
         fig.tight_layout()
         tmp = path.with_name(f".{path.name}.tmp.png")
         fig.savefig(tmp, dpi=110)
@@ -351,6 +358,58 @@ def _rerank_points(r: RunReport, metric: str
         depth = int(c.query_params.get("depth", 0))
         out.append((c, depth, cmp, c.ops.rerank_p95_ms))
     return out
+
+
+#: configs per facet row of report.png
+PER_ROW = 8
+
+
+def _saturated(kept: Sequence[ConfigReport], metric: str) -> float | None:
+    vals = [row.mean for c in kept for row in [_find(c.summary, "all", metric)]
+            if row is not None and row.mean is not None]
+    if len(vals) < 2 or max(vals) - min(vals) > 1e-9:
+        return None
+    return float(vals[0])
+
+
+def _limits(kept: Sequence[ConfigReport], scopes: list[str], metric: str) -> tuple[float, float]:
+    lows = [r.ci_low if r.ci_low is not None else r.mean for c in kept for s in scopes
+            for r in [_find(c.summary, s, metric)] if r is not None and r.mean is not None]
+    highs = [r.ci_high if r.ci_high is not None else r.mean for c in kept for s in scopes
+             for r in [_find(c.summary, s, metric)] if r is not None and r.mean is not None]
+    lo, hi = min(lows, default=0.0), max(highs, default=1.0)
+    pad = (hi - lo) * 0.08 if hi > lo else 0.01
+    return lo - pad, hi + pad
+
+
+def _bars(ax: Any, group: Sequence[ConfigReport], scopes: list[str], metric: str,
+          offset: int = 0) -> None:
+    width = 0.8 / max(len(group), 1)
+    lows, highs = [], []
+    for j, c in enumerate(group):
+        rows = [_find(c.summary, s, metric) for s in scopes]
+        xs = np.arange(len(scopes)) + j * width
+        means = [row.mean if row and row.mean is not None else np.nan for row in rows]
+        err = np.array([[m - (row.ci_low if row.ci_low is not None else m),
+                         (row.ci_high if row.ci_high is not None else m) - m]
+                        if row and row.mean is not None else [0.0, 0.0]
+                        for m, row in zip(means, rows, strict=True)]).T
+        # a percentile CI need not contain the mean exactly (float rounding, skew)
+        err = np.clip(err, 0.0, None)
+        # one colour per config across facet rows (the 10-colour cycle repeats past 10)
+        ax.errorbar(xs, means, yerr=err, fmt="o", capsize=3, label=c.label,
+                    color=f"C{(offset + j) % 10}")
+        fin = [(m, e0, e1) for m, e0, e1 in zip(means, err[0], err[1], strict=True)
+               if not np.isnan(m)]
+        lows += [m - e0 for m, e0, _ in fin]
+        highs += [m + e1 for m, _, e1 in fin]
+    ax.set_xticks(np.arange(len(scopes)) + width * (len(group) - 1) / 2)
+    ax.set_xticklabels([s.removeprefix("category:") for s in scopes], rotation=20)
+    if lows:
+        lo, hi = min(lows), max(highs)
+        pad = (hi - lo) * 0.08 if hi > lo else 0.01
+        ax.set_ylim(lo - pad, hi + pad)
+    ax.grid(axis="y", alpha=0.3)
 
 
 def _num(v: float | None, digits: int, sign: str = "") -> str:

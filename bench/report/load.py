@@ -1,0 +1,327 @@
+"""Read run directories back from their result FILES (README "Results schema").
+
+Every reader of the decision layer (Pareto fronts, HTML, TensorBoard, drill-down) starts from
+:func:`load_runs`, never from in-memory pipeline objects, so a report can be rebuilt for any
+run dir — a single run, the jobs of a multirun, or several runs merged.
+
+Columns are read by name; optional ones (``status``, ``peak_vram_bytes``, ``cost_per_query``,
+``query_id`` in timings, ...) may be absent and read as None. Required files: ``run.json``,
+``configs.parquet``, ``summary.parquet``; ``per_query``, ``comparisons`` and ``timings`` are
+optional (the parts of the report that need them say they are missing).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench.errors import InputError
+from bench.metrics.registry import find_metric
+
+REQUIRED_FILES = ("run.json", "configs.parquet", "summary.parquet")
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Single-query latency of a config and where the figures come from.
+
+    ``source``: ``measured`` (configs.parquet), ``sum of inputs: ...`` (a fused lane: per query,
+    the sum of its input lanes' single-query samples plus the fusion stage's per-query share)
+    or ``none``.
+    """
+
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+    n_samples: int
+    source: str
+
+
+@dataclass(frozen=True)
+class ConfigView:
+    """One config of one run, as the report layer sees it."""
+
+    key: str
+    run_name: str
+    run_dir: Path
+    config_id: str
+    label: str
+    kind: str
+    params: dict[str, Any]
+    #: ``ok`` | ``pruned`` | any other value of an optional ``status`` column
+    status: str
+    pruned_reason: str | None
+    latency: Latency
+    qps: float | None
+    peak_vram_bytes: int | None
+    cost_per_query: float | None
+    #: the config's whole configs.parquet row
+    row: dict[str, Any]
+    #: summary rows keyed by (scope, metric)
+    summary: dict[tuple[str, str], dict[str, Any]]
+
+    @property
+    def display(self) -> str:
+        return self.label if self.key == self.config_id else f"{self.run_name}: {self.label}"
+
+    @property
+    def kept(self) -> bool:
+        return self.status != "pruned" and self.pruned_reason is None
+
+    def mean(self, metric: str, scope: str = "all") -> dict[str, Any] | None:
+        """The summary row of ``metric`` at ``scope`` when it has a mean, else None."""
+        row = self.summary.get((scope, metric))
+        return row if row is not None and row.get("mean") is not None else None
+
+
+@dataclass(frozen=True)
+class RunData:
+    name: str
+    run_dir: Path
+    manifest: dict[str, Any]
+    configs: tuple[ConfigView, ...]
+    per_query: pa.Table | None
+    comparisons: tuple[dict[str, Any], ...]
+    timings: pa.Table | None
+
+
+@dataclass(frozen=True)
+class Merged:
+    """Every config of every run given, plus the multirun jobs that did not finish."""
+
+    runs: tuple[RunData, ...]
+    missing_jobs: tuple[str, ...] = ()
+    configs: tuple[ConfigView, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "configs", tuple(c for r in self.runs for c in r.configs))
+
+    def metrics(self) -> list[str]:
+        """Metrics with an overall mean for some config, in first-seen order."""
+        seen: dict[str, None] = {}
+        for c in self.configs:
+            for scope, metric in c.summary:
+                if scope == "all":
+                    seen.setdefault(metric, None)
+        return list(seen)
+
+    def higher_is_better(self, metric: str) -> bool:
+        """Direction from the metric registry; a metric it does not know uses the summary's
+        ``higher_is_better`` column."""
+        spec = find_metric(metric)
+        if spec is not None:
+            return spec.higher_is_better
+        for c in self.configs:
+            for (_, m), row in c.summary.items():
+                if m == metric and row.get("higher_is_better") is not None:
+                    return bool(row["higher_is_better"])
+        return True
+
+    def run_of(self, c: ConfigView) -> RunData:
+        return next(r for r in self.runs if r.run_dir == c.run_dir)
+
+
+def _read_table(path: Path) -> pa.Table:
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise InputError(path, 0, f"not a readable Parquet file ({exc})") from None
+
+
+def _rows(table: pa.Table) -> list[dict[str, Any]]:
+    return table.to_pylist()
+
+
+def _opt(row: dict[str, Any], name: str) -> Any:
+    return row.get(name)
+
+
+def is_run_dir(path: Path) -> bool:
+    return (path / "run.json").is_file()
+
+
+def expand(dirs: Sequence[Path]) -> tuple[list[tuple[str, Path]], list[str]]:
+    """(name, run dir) of every run under ``dirs`` and the unfinished multirun jobs.
+
+    A run dir holds run.json; a multirun folder holds job folders (a job with ``.hydra`` but no
+    run.json is missing). Anything else is an InputError naming the folder.
+    """
+    runs: list[tuple[str, Path]] = []
+    missing: list[str] = []
+    for d in dirs:
+        if not d.is_dir():
+            raise InputError(d, 0, "no such run folder")
+        if is_run_dir(d):
+            runs.append((d.name, d))
+            continue
+        jobs = sorted((p for p in d.iterdir() if p.is_dir() and not p.name.startswith(".")),
+                      key=lambda p: (len(p.name), p.name))
+        found = [j for j in jobs if is_run_dir(j)]
+        missing += [f"{d.name}/{j.name}" for j in jobs if not is_run_dir(j)
+                    and (j / ".hydra").is_dir()]
+        if not found and not missing:
+            raise InputError(d, 0, "not a run folder (no run.json) nor a multirun folder "
+                                   "(no job folder holds a run.json)")
+        runs += [(f"{d.name}/{j.name}", j) for j in found]
+    names = [n for n, _ in runs]
+    if len(set(names)) != len(names):
+        # two folders of the same name from different places: fall back to full paths
+        runs = [(str(p), p) for _, p in runs]
+    return runs, missing
+
+
+def load_runs(dirs: Sequence[Path]) -> Merged:
+    """Load and merge run dirs (see :func:`expand`). Config keys are unique across runs."""
+    pairs, missing = expand(dirs)
+    single = len(pairs) == 1
+    return Merged(tuple(load_run(p, name=n, prefix_keys=not single) for n, p in pairs),
+                  tuple(missing))
+
+
+def load_run(run_dir: Path, *, name: str | None = None, prefix_keys: bool = False) -> RunData:
+    for f in REQUIRED_FILES:
+        if not (run_dir / f).is_file():
+            raise InputError(run_dir / f, 0, "missing: not a finished run dir")
+    try:
+        manifest = json.loads((run_dir / "run.json").read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(run_dir / "run.json", exc.lineno, f"invalid JSON: {exc.msg}") from None
+    configs_t = _read_table(run_dir / "configs.parquet")
+    summary_t = _read_table(run_dir / "summary.parquet")
+    for table, path, cols in ((configs_t, "configs.parquet", ("config_id", "label")),
+                              (summary_t, "summary.parquet",
+                               ("config_id", "scope", "metric", "mean"))):
+        lacking = [c for c in cols if c not in table.column_names]
+        if lacking:
+            raise InputError(run_dir / path, 0, f"missing columns {lacking}")
+    opt = {n: (_read_table(run_dir / f"{n}.parquet") if (run_dir / f"{n}.parquet").is_file()
+               else None) for n in ("per_query", "comparisons", "timings")}
+    summaries: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+    for s in _rows(summary_t):
+        summaries.setdefault(s["config_id"], {})[(s["scope"], s["metric"])] = s
+    rows = _rows(configs_t)
+    timings = opt["timings"]
+    name = name or run_dir.name
+    vram_run = _run_peak_vram(manifest)
+    views = []
+    for row in rows:
+        cid = row["config_id"]
+        lat = _latency(row, rows, timings)
+        status = str(_opt(row, "status") or ("pruned" if _opt(row, "pruned_reason") else "ok"))
+        vram = _opt(row, "peak_vram_bytes")
+        views.append(ConfigView(
+            key=f"{name}/{cid}" if prefix_keys else cid, run_name=name, run_dir=run_dir,
+            config_id=cid, label=str(row["label"]), kind=str(_opt(row, "kind") or ""),
+            params=_params(row), status=status, pruned_reason=_opt(row, "pruned_reason"),
+            latency=lat, qps=_opt(row, "qps"),
+            peak_vram_bytes=int(vram) if vram is not None else vram_run,
+            cost_per_query=_opt(row, "cost_per_query"), row=row,
+            summary=summaries.get(cid, {})))
+    comps = tuple(_rows(opt["comparisons"])) if opt["comparisons"] is not None else ()
+    return RunData(name, run_dir, manifest, tuple(views), opt["per_query"], comps, timings)
+
+
+def _params(row: dict[str, Any]) -> dict[str, Any]:
+    raw = _opt(row, "params_json")
+    if not raw:
+        return {}
+    try:
+        out = json.loads(raw)
+    except json.JSONDecodeError:
+        return {"params_json": raw}
+    return out if isinstance(out, dict) else {"params": out}
+
+
+def _run_peak_vram(manifest: dict[str, Any]) -> int | None:
+    """Run-wide peak VRAM from run.json's resources (None when no GPU was sampled)."""
+    vals = [int(r["peak_vram_bytes"]) for r in manifest.get("resources") or []
+            if isinstance(r, dict) and r.get("peak_vram_bytes") is not None]
+    return max(vals) if vals else None
+
+
+def _query_samples(timings: pa.Table, config_id: str) -> dict[str, tuple[np.ndarray, list[Any]]]:
+    """stage -> (single-query wall_ms in recorded order, query ids or None per sample)."""
+    cols = timings.column_names
+    cid = np.asarray(timings.column("config_id").to_pylist(), dtype=object)
+    kind = np.asarray(timings.column("sample_kind").to_pylist(), dtype=object)
+    sel = np.flatnonzero((cid == config_id) & (kind == "query"))
+    stages = timings.column("stage").to_pylist()
+    wall = timings.column("wall_ms").to_numpy(zero_copy_only=False)
+    qids = timings.column("query_id").to_pylist() if "query_id" in cols else None
+    out: dict[str, tuple[list[float], list[Any]]] = {}
+    for i in sel:
+        ms, q = out.setdefault(stages[i], ([], []))
+        ms.append(float(wall[i]))
+        q.append(qids[i] if qids is not None else None)
+    return {s: (np.asarray(ms), q) for s, (ms, q) in out.items()}
+
+
+def _latency(row: dict[str, Any], rows: Iterable[dict[str, Any]],
+             timings: pa.Table | None) -> Latency:
+    p95 = _opt(row, "p95_ms")
+    n = int(_opt(row, "n_latency_samples") or 0)
+    if p95 is not None:
+        return Latency(_opt(row, "p50_ms"), p95, _opt(row, "p99_ms"), n, "measured")
+    if _opt(row, "kind") != "fused" or timings is None:
+        return Latency(None, None, None, 0, "none")
+    return fused_latency(row, list(rows), timings)
+
+
+def fused_latency(row: dict[str, Any], rows: Sequence[dict[str, Any]],
+                  timings: pa.Table) -> Latency:
+    """Per-query latency of a fused lane = sum of its inputs' single-query samples + fusion.
+
+    Inputs: the lane's own single-query stage samples (the pipeline records the dense lane's
+    under the fused config) plus, for each single-query stage the lane lacks, the samples of
+    the first unfused lane of the run that has that stage (the BM25 lane's ``lexical``). The
+    fusion stage's ``total`` sample is spread evenly over its items. Samples pair by
+    ``query_id`` when timings has that column, else by recorded order (both lanes run the
+    queries in the same order); only fully paired queries count.
+    """
+    own = _query_samples(timings, row["config_id"])
+    parts = dict(own)
+    for other in rows:
+        if other.get("kind") == "fused" or other["config_id"] == row["config_id"]:
+            continue
+        for stage, samples in _query_samples(timings, other["config_id"]).items():
+            if stage not in parts and other.get("kind") in ("lexical", "dense", None):
+                parts[stage] = samples
+    if not parts:
+        return Latency(None, None, None, 0, "none")
+    per_query: np.ndarray | None = None
+    if all(q is not None for _, qs in parts.values() for q in qs):
+        common = set.intersection(*(set(qs) for _, qs in parts.values()))
+        order = sorted(common)
+        per_query = np.zeros(len(order))
+        for ms, qs in parts.values():
+            idx = {q: i for i, q in enumerate(qs)}
+            per_query += np.asarray([ms[idx[q]] for q in order])
+    else:
+        n = min(len(ms) for ms, _ in parts.values())
+        per_query = np.sum([ms[:n] for ms, _ in parts.values()], axis=0)
+    fusion = _fusion_share(timings, row["config_id"])
+    stages = list(parts)
+    if fusion is not None:
+        per_query = per_query + fusion
+        stages.append("fusion/query")
+    if per_query.size == 0:
+        return Latency(None, None, None, 0, "none")
+    p50, p95, p99 = (float(v) for v in np.percentile(per_query, [50, 95, 99]))
+    return Latency(p50, p95, p99, int(per_query.size), "sum of inputs: " + " + ".join(stages))
+
+
+def _fusion_share(timings: pa.Table, config_id: str) -> float | None:
+    total, items = 0.0, 0
+    for r in _rows(timings.select([c for c in ("config_id", "stage", "sample_kind", "n_items",
+                                                 "wall_ms") if c in timings.column_names])):
+        if r["config_id"] == config_id and r["stage"] == "fusion" and r["sample_kind"] == "total":
+            total += r["wall_ms"]
+            items += r["n_items"]
+    return total / items if items else None

@@ -1,0 +1,98 @@
+"""Decision views over loaded runs: quality-vs-cost fronts and saturated metrics.
+
+Cost axes (all lower-is-better): p95 single-query latency (fused lanes: sum of their inputs),
+peak VRAM (device-wide NVML peak, or torch's peak allocated when the run recorded only that),
+cost per query (a ``cost_per_query`` column, or GPU/CPU-hour price × mean single-query time
+when a price is given). An axis no config measured is reported as such, never drawn empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from bench.report.load import ConfigView, Merged
+from bench.report.pareto import FrontInput, FrontPoint, quality_cost_front
+
+
+@dataclass(frozen=True)
+class CostAxis:
+    name: str
+    unit: str
+    value: Callable[[ConfigView], float | None]
+
+
+def _p95(c: ConfigView) -> float | None:
+    return c.latency.p95_ms
+
+
+def _vram(c: ConfigView) -> float | None:
+    return None if c.peak_vram_bytes is None else c.peak_vram_bytes / 2**20
+
+
+def cost_axes(price_per_hour: float | None = None) -> list[CostAxis]:
+    """The three cost axes. ``price_per_hour`` prices a config's mean single-query time when
+    configs.parquet has no ``cost_per_query`` column (p50 stands in for the mean)."""
+
+    def cost(c: ConfigView) -> float | None:
+        if c.cost_per_query is not None:
+            return float(c.cost_per_query)
+        if price_per_hour is None or c.latency.p50_ms is None:
+            return None
+        return price_per_hour * c.latency.p50_ms / 1000.0 / 3600.0
+
+    return [CostAxis("p95 latency", "ms", _p95), CostAxis("peak VRAM", "MiB", _vram),
+            CostAxis("cost per query", "$", cost)]
+
+
+@dataclass(frozen=True)
+class Front:
+    metric: str
+    higher_is_better: bool
+    axis: CostAxis
+    points: tuple[FrontPoint, ...]
+    inputs: tuple[FrontInput, ...]
+
+    @property
+    def measured(self) -> bool:
+        return any(p.status in ("front", "tied", "dominated") for p in self.points)
+
+
+def front(merged: Merged, metric: str, axis: CostAxis, scope: str = "all") -> Front:
+    hib = merged.higher_is_better(metric)
+    inputs = []
+    for c in merged.configs:
+        row = c.mean(metric, scope)
+        inputs.append(FrontInput(
+            c.key, None if row is None else row["mean"], None if row is None else row["ci_low"],
+            None if row is None else row["ci_high"], axis.value(c), pruned=not c.kept))
+    return Front(metric, hib, axis, tuple(quality_cost_front(inputs, higher_is_better=hib)),
+                 tuple(inputs))
+
+
+def saturated(merged: Merged, metric: str, scope: str = "all", tol: float = 1e-9) -> float | None:
+    """The common value when every kept config with a mean has the same mean (within ``tol``),
+    e.g. Recall@100 = 1.0 everywhere; None otherwise. Such a metric is flagged in reports
+    instead of drawn as a row of equal bars. One config alone is never "saturated"."""
+    vals = [row["mean"] for c in merged.configs if c.kept
+            for row in [c.mean(metric, scope)] if row is not None]
+    if len(vals) < 2 or max(vals) - min(vals) > tol:
+        return None
+    return float(vals[0])
+
+
+def scopes(merged: Merged, metric: str) -> list[str]:
+    """``all`` then the categories, in first-seen order."""
+    seen: dict[str, None] = {"all": None}
+    for c in merged.configs:
+        for scope, m in c.summary:
+            if m == metric and scope.startswith("category:"):
+                seen.setdefault(scope, None)
+    return list(seen)
+
+
+def pages(items: Sequence[ConfigView], per_page: int) -> list[list[ConfigView]]:
+    """Every config on some page, in order (never a silent cut)."""
+    if per_page < 1:
+        raise ValueError("per_page must be >= 1")
+    return [list(items[i:i + per_page]) for i in range(0, len(items), per_page)] or [[]]

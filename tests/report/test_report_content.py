@@ -1,0 +1,109 @@
+"""What the merged report says about the fixture run (tests/report/report_fixture.py)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from report_fixture import N_CONFIGS, label
+
+from bench.report import content, plots
+from bench.report.drilldown import all_pairs, dataset_lookup, drilldown
+from bench.report.load import load_runs
+from bench.report.views import cost_axes, front, saturated
+
+
+def test_front_on_p95_with_ties(run_dir: Path) -> None:
+    m = load_runs([run_dir])
+    # ndcg@10 all-scope means: (m * j % 7) for j = 1..6 is a permutation of 1..6 unless
+    # 7 | m, so every config has 21 / 6 / 7 = 0.5 except c6 (m = 7): 0
+    f = front(m, "ndcg@10", cost_axes()[0])
+    got = {p.key: p.status for p in f.points}
+    # c3 (p95 1.25 ms) is the cheapest at 0.5; the others at 0.5 cost more but their CIs
+    # (±0.05) overlap c3's: tied; c6 at 0 is dominated; c8 pruned; fused c2 has its summed p95
+    assert got == {"c0": "tied", "c1": "tied", "c2": "tied", "c3": "front", "c4": "tied",
+                   "c5": "tied", "c6": "dominated", "c7": "tied", "c8": "pruned"}
+    assert not front(m, "ndcg@10", cost_axes()[1]).measured  # no VRAM in this run
+    # a price turns p50 into cost per query: $3.6 / h over 1 ms = $1e-6
+    priced = cost_axes(price_per_hour=3.6)[2]
+    assert priced.value(m.configs[0]) == pytest.approx(3.6 * (2.0 / 2) / 1000 / 3600)
+
+
+def test_saturated_metric_is_flagged_not_plotted(run_dir: Path) -> None:
+    m = load_runs([run_dir])
+    assert saturated(m, "recall@100") == 1.0
+    assert saturated(m, "ndcg@10") is None
+    rep = content.build(m, content.Options(per_page=4))
+    quality = next(s for s in rep.sections if s.title.startswith("Quality"))
+    assert any("recall@100: saturated at 1.0000" in n for n in quality.notes)
+    names = [f.name for f in quality.figures]
+    # 8 kept configs, 4 per page -> 2 pages of ndcg@10, none of recall@100
+    assert names == ["ndcg_10_1.png", "ndcg_10_2.png"]
+
+
+def test_every_config_is_in_the_table_and_the_plots(run_dir: Path) -> None:
+    m = load_runs([run_dir])
+    rep = content.build(m)
+    md = content.render_markdown(rep)
+    table = rep.sections[0].tables[0]
+    assert [r[2][0] for r in table.rows] == [label(i) for i in range(N_CONFIGS)]
+    assert "pruned: p95 9.00 ms > 5 ms" in md
+    assert "sum of inputs: retrieve + lexical + fusion/query" in md
+    kept = [c for c in m.configs if c.kept]
+    numbers = {c.key: i + 1 for i, c in enumerate(m.configs)}
+    for per_page in (3, 8, 25):
+        pages = plots.metric_pages(kept, numbers, "ndcg@10", ["all"], per_page)
+        assert len(pages) == math.ceil(len(kept) / per_page)
+
+
+def test_drilldown_worst_wins_losses(run_dir: Path) -> None:
+    m = load_runs([run_dir])
+    run = m.runs[0]
+    lookup = dataset_lookup(run)
+    assert lookup.source == "queries.parquet + documents.parquet"
+    c3, base = m.configs[3], m.configs[0]
+    d = drilldown(run, c3, base, "ndcg@10", lookup, n=2, depth=5)
+    # c3: (4 j % 7) / 7 = 4, 1, 5, 2, 6, 3 (sevenths); baseline j / 7
+    assert [q.query_id for q in d.worst] == ["q2", "q4"]
+    assert d.worst[0].value == pytest.approx(1 / 7)
+    # deltas (sevenths): q1 +3, q2 -1, q3 +2, q4 -2, q5 +1, q6 -3
+    assert [q.query_id for q in d.wins] == ["q1", "q3"]
+    assert [q.query_id for q in d.losses] == ["q6", "q4"]
+    w = d.wins[0]
+    assert (w.value - w.baseline) == pytest.approx(3 / 7)  # type: ignore[operator]
+    assert w.text == "what is thing q1?" and w.gold_ids == ("d2",)
+    # c3 ranks d{(1 + 3 + r) % 5 + 1} for q1: d5, d1, d2, d3, d4; gold d2 third
+    assert [t.doc_id for t in w.top] == ["d5", "d1", "d2", "d3", "d4"]
+    assert [t.relevant for t in w.top] == [False, False, True, False, False]
+    assert w.top[0].title == "Title 5"
+
+
+def test_all_pairs_holm(run_dir: Path) -> None:
+    run = load_runs([run_dir]).runs[0]
+    rows = all_pairs([run], "ndcg@10", resamples=200)
+    kept = N_CONFIGS - 1
+    assert len(rows) == kept * (kept - 1) // 2
+    assert all(r["p_value"] <= r["p_holm"] <= 1.0 for r in rows)
+    c0_c3 = next(r for r in rows if (r["a"], r["b"]) == ("c0", "c3"))
+    assert c0_c3["delta"] == pytest.approx((21 - 21) / 6 / 7)  # same mean, different queries
+    assert c0_c3["n"] == 6
+
+
+def test_telemetry_records_from_run_json_are_shown(run_dir: Path) -> None:
+    import json
+
+    from bench.telemetry.sampler import StageSampler
+
+    s = StageSampler.for_device("cpu")
+    with s.stage("embed_docs"):
+        pass
+    manifest = json.loads((run_dir / "run.json").read_text())
+    manifest["telemetry"] = s.manifest()
+    (run_dir / "run.json").write_text(json.dumps(manifest))
+    rep = content.build(load_runs([run_dir]))
+    assert rep.header[0].endswith("GPU sampler: off (device is cpu)")
+    res = next(x for x in rep.sections if x.title == "Resources per stage")
+    table = res.tables[0]
+    assert table.rows[0][1][0] == "embed_docs"
+    assert "sampler_off_reason" in table.headers and "torch_peak_allocated_bytes" in table.headers
