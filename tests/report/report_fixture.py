@@ -55,7 +55,11 @@ def write_run(d: Path, *, extra: dict[str, list[Any]] | None = None, run_id: str
         p = p95(i)
         configs.append({**base, "config_id": cid(i), "label": label(i), "kind": kind(i),
                         "params_json": json.dumps({"ef": i} if kind(i) == "dense" else {}),
+                        "parent_config_id": None, "status": "pruned" if i == 8 else "ok",
                         "pruned_reason": "p95 9.00 ms > 5 ms" if i == 8 else None,
+                        "e2e_p50_ms": None, "e2e_p95_ms": None, "e2e_p99_ms": None,
+                        "n_e2e_samples": 0, "rerank_p50_ms": None, "rerank_p95_ms": None,
+                        "rerank_p99_ms": None, "rerank_pairs_per_s": None,
                         "qps": None if p is None else 1000.0 / p,
                         "p50_ms": None if p is None else p / 2, "p95_ms": p,
                         "p99_ms": None if p is None else p * 1.5,
@@ -66,7 +70,11 @@ def write_run(d: Path, *, extra: dict[str, list[Any]] | None = None, run_id: str
     if extra:
         t = pq.read_table(d / "configs.parquet")
         for name, values in extra.items():
-            t = t.append_column(name, pa.array(values))
+            if name in t.column_names:  # a column of the schema given other values
+                t = t.set_column(t.column_names.index(name), name,
+                                 pa.array(values, type=t.schema.field(name).type))
+            else:
+                t = t.append_column(name, pa.array(values))
         pq.write_table(t, d / "configs.parquet")
     kept = range(N_CONFIGS - 1)
     per_query, summary = [], []
@@ -85,12 +93,13 @@ def write_run(d: Path, *, extra: dict[str, list[Any]] | None = None, run_id: str
                                 "higher_is_better": True, "n": len(qs), "mean": m,
                                 "ci_low": m - half, "ci_high": m + half, "n_expected": 6,
                                 "n_scored": 6, "n_missing": 0, "n_timeout": 0, "n_invalid": 0,
-                                "n_no_claims": 0, "n_pruned": 0})
+                                "n_no_claims": 0, "n_pruned": 0, "n_failed": 0})
     for metric in ("ndcg@10", "recall@100"):
         summary.append({**base, "config_id": cid(8), "scope": "all", "metric": metric,
                         "higher_is_better": True, "n": 0, "mean": None, "ci_low": None,
                         "ci_high": None, "n_expected": 6, "n_scored": 0, "n_missing": 0,
-                        "n_timeout": 0, "n_invalid": 0, "n_no_claims": 0, "n_pruned": 6})
+                        "n_timeout": 0, "n_invalid": 0, "n_no_claims": 0, "n_pruned": 6,
+                        "n_failed": 0})
     write_table(per_query, PER_QUERY, d / "per_query.parquet")
     write_table(summary, SUMMARY, d / "summary.parquet")
     comps = []
@@ -105,17 +114,18 @@ def write_run(d: Path, *, extra: dict[str, list[Any]] | None = None, run_id: str
     write_table(comps, COMPARISONS, d / "comparisons.parquet")
     timings = []
 
-    def t(config: str, stage: str, sk: str, n: int, ms: float) -> None:
+    def t(config: str, stage: str, sk: str, n: int, ms: float, q: str | None = None) -> None:
         timings.append({**base, "config_id": config, "stage": stage, "sample_kind": sk,
-                        "n_items": n, "wall_ms": ms, "device": "cpu", "from_cache": False})
+                        "n_items": n, "wall_ms": ms, "device": "cpu", "from_cache": False,
+                        "query_id": q})
 
-    for ms in DENSE_MS:
-        t(cid(0), "retrieve", "query", 1, ms)
-        t(cid(2), "retrieve", "query", 1, ms)  # the pipeline records the dense input here
-        t(cid(1), "lexical", "query", 1, LEXICAL_MS)
+    for q, ms in zip(QUERIES, DENSE_MS, strict=False):
+        t(cid(0), "retrieve", "query", 1, ms, q)
+        t(cid(2), "retrieve", "query", 1, ms, q)  # the pipeline records the dense input here
+        t(cid(1), "lexical", "query", 1, LEXICAL_MS, q)
     t(cid(2), "fusion", "total", 6, FUSION_TOTAL_MS)
     write_table(timings, TIMINGS, d / "timings.parquet")
-    manifest = {"schema_version": 1, "run_id": run_id, "experiment": "fixture",
+    manifest = {"schema_version": 2, "run_id": run_id, "experiment": "fixture",
                 "device": "cpu", "dataset": {"name": "tiny", "documents": 5, "queries": 6},
                 "configs": {cid(i): {"label": label(i), "trec_run": f"run.{cid(i)}.trec"}
                             for i in range(N_CONFIGS)},

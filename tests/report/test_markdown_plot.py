@@ -8,9 +8,15 @@ from unittest import mock
 from matplotlib.axes import Axes
 
 from bench.metrics.stats import CompletionAccounting
-from bench.pipeline.summarize import SummaryRow
 from bench.report.base import ConfigReport, RunReport
 from bench.report.markdown import PER_ROW, MarkdownReport
+from bench.results.records import ConfigRow, SummaryRow
+
+
+def _row(i: int) -> ConfigRow:
+    return ConfigRow(f"c{i}", f"config {i}", "dense", "{}", None, "ok", None, None, None, None,
+                     None, 0, None, None, None, 0, None, None, None, None, None, None, 0, None,
+                     None, None)
 
 
 def _report(tmp_path: Path, n: int) -> RunReport:
@@ -22,9 +28,9 @@ def _report(tmp_path: Path, n: int) -> RunReport:
             m = 0.5 + 0.01 * i
             rows.append(SummaryRow(f"c{i}", scope, "ndcg@10", True, 10, m, m - 0.02, m + 0.02))
             rows.append(SummaryRow(f"c{i}", scope, "recall@100", True, 10, 1.0, 1.0, 1.0))
-        configs.append(ConfigReport(f"c{i}", f"config {i}", {}, acc, tuple(rows), (), None, {}))
+        configs.append(ConfigReport(f"c{i}", f"config {i}", {}, acc, tuple(rows), (), None, _row(i)))
     return RunReport("r", tmp_path, "x", "cpu", "d", "f" * 12, 1, 10, 0, 1, tuple(configs), (),
-                     (), {}, False, {}, (), 1.0, ())
+                     (), {}, False, None, (), 1.0, ())
 
 
 def test_nine_configs_all_plotted_and_saturation_flagged(tmp_path: Path) -> None:
