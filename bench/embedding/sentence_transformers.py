@@ -169,7 +169,11 @@ class SentenceTransformerEmbedder:
             raise ConfigError("embedder.model", f"cannot load {self.model_name!r}: {exc}") from None
         if self.max_seq_length is not None:
             model.max_seq_length = self.max_seq_length
-        if self.precision == "fp16":
+        if self.precision == "fp32":
+            # sentence-transformers keeps the dtype the weights were SAVED in: an fp16
+            # checkpoint would otherwise run in fp16 while the run records fp32
+            model.float()
+        elif self.precision == "fp16":
             model.half()
         elif self.precision == "bf16":
             model.bfloat16()
