@@ -14,7 +14,8 @@ catches, each a ``ConfigError`` naming the dotted key:
 - a ``cache_dir`` that is (or lies under) a file.
 
 ``check_gate_categories`` is the part that needs the loaded dataset: a ``category:<name>``
-scope naming a category the dataset does not have can never fire either.
+scope naming a category the dataset does not have can never fire either; and
+``check_gates_matched`` is the backstop after scoring (a gate that matched no summary row).
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ MAX_RESAMPLES = 1_000_000
 #: scopes that are not ``category:<name>``, exactly as ``bench.pipeline.summarize`` writes them.
 FIXED_SCOPES = ("all", "macro", "weighted")
 CATEGORY_PREFIX = "category:"
+#: metric families the pipeline adds on its own (not listed in metrics.names): ANN recall vs
+#: the exact search, for approximate indexes. A gate on one is checked after the run instead
+#: (``check_gates_matched``), since whether it is computed depends on the index.
+PIPELINE_FAMILIES = ("ann_recall",)
 
 
 def validate_top_level_config(cfg: DictConfig) -> None:
@@ -176,7 +181,7 @@ def check_gates(gates: Iterable[Any], metric_names: list[str]) -> None:
     for i, gate in enumerate(gates):
         key = f"gates[{i}]"
         metric = _canonical_metric(f"{key}.metric", gate.metric)
-        if metric not in metric_names:
+        if metric not in metric_names and metric.split("@")[0] not in PIPELINE_FAMILIES:
             raise ConfigError(f"{key}.metric", f"{metric!r} is not computed by this run; add it "
                                                f"to metrics.names ({', '.join(metric_names)})")
         check_scope(f"{key}.scope", gate.scope)
@@ -199,6 +204,22 @@ def check_gate_categories(gates: Iterable[Any], categories: Iterable[str]) -> No
             if name not in known:
                 raise ConfigError(f"gates[{i}].scope", f"the dataset has no category {name!r}; "
                                                        f"its categories: {', '.join(known)}")
+
+
+def check_gates_matched(gates: Iterable[Any], rows: Iterable[tuple[str, str]]) -> None:
+    """After scoring: every gate must match at least one summary row ``(metric, scope)``.
+
+    The backstop for what cannot be known before the run (an ``ann_recall@K`` gate on an
+    exact index, a cutoff the pipeline does not report): a gate that matches nothing would
+    pass silently, so it is a ConfigError instead.
+    """
+    present = set(rows)
+    for i, gate in enumerate(gates):
+        if (gate.metric, gate.scope) not in present:
+            metrics = sorted({m for m, _ in present})
+            raise ConfigError(f"gates[{i}]", f"{gate.metric} [{gate.scope}] was not computed by "
+                                             f"this run, so the gate could never fire; computed: "
+                                             f"{', '.join(metrics)}")
 
 
 def check_cache_dir(value: object) -> Path:

@@ -28,3 +28,15 @@ def test_cache_dir_may_not_exist_yet(tmp_path) -> None:  # type: ignore[no-untyp
     (tmp_path / "f").write_text("x")
     with pytest.raises(ConfigError, match="lies under the file"):
         check_cache_dir(str(tmp_path / "f" / "b"))
+
+
+def test_ann_recall_gates_pass_validation_and_are_checked_after_the_run() -> None:
+    from bench.config.toplevel import check_gates, check_gates_matched
+
+    gates = OmegaConf.create([{"metric": "ann_recall@10", "scope": "all", "min": 0.9,
+                             "max": None}])
+    check_gates(gates, ["ndcg@10"])  # the pipeline adds ann_recall@K for approximate indexes
+    check_gates_matched(gates, [("ndcg@10", "all"), ("ann_recall@10", "all")])
+    with pytest.raises(ConfigError) as exc:
+        check_gates_matched(gates, [("ndcg@10", "all"), ("ndcg@10", "macro")])
+    assert exc.value.key == "gates[0]" and "could never fire" in str(exc.value)
