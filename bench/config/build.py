@@ -13,6 +13,7 @@ import collections.abc
 import dataclasses
 import importlib
 import inspect
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -72,6 +73,11 @@ def build(node: Any, key: str, expected: type[T] | None = None, **runtime: Any) 
     """
     cls = target_of(node, key)
     if cls is None:
+        extra = sorted(str(k) for k in to_container(node) if k != "_target_")
+        if extra:
+            # a disabled stage takes no options: a `+reranker.top_k=5` would do nothing
+            raise ConfigError(f"{key}.{extra[0]}", "unknown option: this stage is disabled "
+                                                   "(`_target_: null`), pick an option first")
         return None
     data = dict(to_container(node))
     data.pop("_target_")
@@ -120,6 +126,7 @@ def _type_hints(cls: type) -> dict[str, Any]:
 
 
 _NONE = type(None)
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def coerce(value: Any, hint: Any, key: str) -> Any:
@@ -128,12 +135,17 @@ def coerce(value: Any, hint: Any, key: str) -> Any:
         return value
     origin = get_origin(hint)
     if origin is Union or origin is types.UnionType:
+        range_error: ConfigError | None = None
         for arm in get_args(hint):
             try:
                 return coerce(value, arm, key)
-            except ConfigError:
-                continue
-        raise ConfigError(key, f"expected {_name(hint)}, got {value!r}")
+            except ConfigError as exc:
+                # the right type but out of range says more than "expected int or null"
+                if not exc.message.startswith("expected"):
+                    range_error = range_error or exc
+        if range_error is not None:
+            raise range_error
+        raise ConfigError(key, f"expected {_name(hint)}, got {_short(value)}")
     if origin is Literal:
         if value in get_args(hint):
             return value
@@ -162,17 +174,32 @@ def coerce(value: Any, hint: Any, key: str) -> Any:
         raise ConfigError(key, f"expected a boolean, got {value!r}")
     if hint is int:
         if isinstance(value, int) and not isinstance(value, bool):
+            if not INT64_MIN <= value <= INT64_MAX:
+                # numpy (and every kernel) would overflow on it later, after work was done
+                raise ConfigError(key, f"integer out of range (must fit in 64 bits), got "
+                                       f"{_short(value)}")
             return value
-        raise ConfigError(key, f"expected an integer, got {value!r}")
+        raise ConfigError(key, f"expected an integer, got {_short(value)}")
     if hint is float:
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        raise ConfigError(key, f"expected a number, got {value!r}")
+            try:
+                out = float(value)
+            except OverflowError:
+                raise ConfigError(key, f"number out of range, got {_short(value)}") from None
+            if math.isnan(out):
+                raise ConfigError(key, "expected a number, got nan")
+            return out
+        raise ConfigError(key, f"expected a number, got {_short(value)}")
     if hint is str:
         if isinstance(value, str):
             return value
         raise ConfigError(key, f"expected a string, got {value!r}")
     return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _name(hint: Any) -> str:

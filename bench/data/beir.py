@@ -18,7 +18,17 @@ import logging
 from pathlib import Path
 
 from bench.data.base import Dataset, Document, Query
-from bench.data.jsonl import Where, cell_grade, iter_jsonl, json_str, require_file
+from bench.data.jsonl import (
+    Where,
+    cell_grade,
+    check_id,
+    iter_jsonl,
+    json_id,
+    json_str,
+    read_text,
+    require_rows,
+)
+from bench.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +53,10 @@ class BeirDataset:
             for qid, text in texts.items()
             if any(g >= 1 for _, g in qrels.get(qid, ()))
         )
+        if not queries:
+            raise InputError(root / "qrels" / f"{self.split}.tsv", 0,
+                             "no query has a positive judgement (score >= 1) in this split: "
+                             "nothing to evaluate")
         dropped = len(texts) - len(queries)
         zero_only = sum(1 for qid in texts
                         if qid in qrels and not any(g >= 1 for _, g in qrels[qid]))
@@ -69,6 +83,7 @@ def _read_corpus(path: Path) -> tuple[Document, ...]:
                              text=json_str(obj["text"], "text", where, allow_empty=True),
                              title=json_str(obj.get("title") or "", "title", where,
                                             allow_empty=True)))
+    require_rows(path, len(docs), "documents")
     return tuple(docs)
 
 
@@ -83,43 +98,45 @@ def _read_queries(path: Path) -> dict[str, str]:
         if "text" not in obj:
             raise where.error("missing required field 'text'")
         texts[qid] = json_str(obj["text"], "text", where)
+    require_rows(path, len(texts), "queries")
     return texts
 
 
 def _id(obj: dict[str, object], where: Where) -> str:
     if "_id" not in obj:
         raise where.error("missing required field '_id'")
-    return json_str(obj["_id"], "_id", where)
+    return json_id(obj["_id"], "_id", where)
 
 
 def _read_qrels(path: Path, query_ids: set[str],
                 doc_ids: set[str]) -> dict[str, list[tuple[str, int]]]:
     """qrels TSV -> {query_id: [(doc_id, grade), ...]} in file order."""
-    p = require_file(path)
     out: dict[str, list[tuple[str, int]]] = {}
     seen: dict[tuple[str, str], int] = {}
-    with p.open(encoding="utf-8-sig") as fh:
-        for n, raw in enumerate(fh, start=1):
-            line = raw.rstrip("\r\n")
-            where = Where(str(p), n)
-            if n == 1:
-                if tuple(c.strip() for c in line.split("\t")) != QRELS_HEADER:
-                    raise where.error(f"expected the header {chr(9).join(QRELS_HEADER)!r} "
-                                      "(tab-separated)")
-                continue
-            if not line.strip():
-                continue
-            cells = line.split("\t")
-            if len(cells) != 3:
-                raise where.error(f"expected 3 tab-separated columns, got {len(cells)}")
-            qid, did = cells[0].strip(), cells[1].strip()
-            if qid not in query_ids:
-                raise where.error(f"query-id {qid!r} is not in queries.jsonl")
-            if did not in doc_ids:
-                raise where.error(f"corpus-id {did!r} is not in corpus.jsonl")
-            if (qid, did) in seen:
-                raise where.error(f"duplicate judgement for ({qid!r}, {did!r}) (first on line "
-                                  f"{seen[qid, did]})")
-            seen[qid, did] = n
-            out.setdefault(qid, []).append((did, cell_grade(cells[2], "score", where)))
+    # one decode up front so invalid UTF-8 is reported with its line; split on \n only, as
+    # str.splitlines would also break at \x0b, \x1c... and shift every later line number
+    for n, raw in enumerate(read_text(path).split("\n"), start=1):
+        line = raw.rstrip("\r\n")
+        where = Where(str(path), n)
+        if n == 1:
+            if tuple(c.strip() for c in line.split("\t")) != QRELS_HEADER:
+                raise where.error(f"expected the header {chr(9).join(QRELS_HEADER)!r} "
+                                  "(tab-separated)")
+            continue
+        if not line.strip():
+            continue
+        cells = line.split("\t")
+        if len(cells) != 3:
+            raise where.error(f"expected 3 tab-separated columns, got {len(cells)}")
+        qid = check_id(cells[0].strip(), "column 'query-id'", where)
+        did = check_id(cells[1].strip(), "column 'corpus-id'", where)
+        if qid not in query_ids:
+            raise where.error(f"query-id {qid!r} is not in queries.jsonl")
+        if did not in doc_ids:
+            raise where.error(f"corpus-id {did!r} is not in corpus.jsonl")
+        if (qid, did) in seen:
+            raise where.error(f"duplicate judgement for ({qid!r}, {did!r}) (first on line "
+                              f"{seen[qid, did]})")
+        seen[qid, did] = n
+        out.setdefault(qid, []).append((did, cell_grade(cells[2], "score", where)))
     return out

@@ -17,11 +17,21 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 from collections.abc import Iterator
 from pathlib import Path
 
 from bench.data.base import Dataset, Document, Query
-from bench.data.jsonl import Where, cell_bool, cell_grade, cell_list, iso_date, require_file
+from bench.data.jsonl import (
+    Where,
+    cell_bool,
+    cell_grade,
+    cell_list,
+    check_id,
+    iso_date,
+    read_text,
+    require_rows,
+)
 from bench.errors import InputError
 
 CORPUS_COLUMNS = (("doc_id", "text"), ("title", "tags", "allowed_roles", "tenant"))
@@ -54,9 +64,9 @@ def iter_csv(path: str | Path, columns: tuple[tuple[str, ...], tuple[str, ...]]
 
     ``columns`` is (required, optional). ``where.line`` is the row's first physical line.
     """
-    p = require_file(path)
+    p = Path(path)
     required, optional = columns
-    with p.open(encoding="utf-8-sig", newline="") as fh:
+    with io.StringIO(read_text(p), newline="") as fh:
         reader = csv.reader(fh, strict=True)
         try:
             header = [h.strip() for h in next(reader)]
@@ -101,11 +111,19 @@ def _required(row: dict[str, str], key: str, where: Where) -> str:
     return value
 
 
+def _id(row: dict[str, str], key: str, where: Where) -> str:
+    """An id cell, taken as written: a stray space would become part of the id in every
+    exported TREC file, so it is an error rather than silently stripped."""
+    if not row[key].strip():
+        raise where.error(f"column '{key}' is empty")
+    return check_id(row[key], f"column '{key}'", where)
+
+
 def _read_corpus(path: str) -> tuple[Document, ...]:
     docs: list[Document] = []
     first: dict[str, int] = {}
     for where, row in iter_csv(path, CORPUS_COLUMNS):
-        doc_id = _required(row, "doc_id", where)
+        doc_id = _id(row, "doc_id", where)
         if doc_id in first:
             raise where.error(f"duplicate doc_id {doc_id!r} (first seen on line {first[doc_id]})")
         first[doc_id] = where.line
@@ -114,6 +132,7 @@ def _read_corpus(path: str) -> tuple[Document, ...]:
                              tags=cell_list(row.get("tags", "")),
                              allowed_roles=cell_list(row.get("allowed_roles", "")),
                              tenant=row.get("tenant", "").strip()))
+    require_rows(path, len(docs), "documents")
     return tuple(docs)
 
 
@@ -121,7 +140,7 @@ def _read_queries(path: str) -> list[tuple[Where, Query]]:
     out: list[tuple[Where, Query]] = []
     first: dict[str, int] = {}
     for where, row in iter_csv(path, QUERY_COLUMNS):
-        qid = _required(row, "query_id", where)
+        qid = _id(row, "query_id", where)
         if qid in first:
             raise where.error(f"duplicate query_id {qid!r} (first seen on line {first[qid]})")
         first[qid] = where.line
@@ -135,6 +154,7 @@ def _read_queries(path: str) -> list[tuple[Where, Query]]:
             as_of=iso_date(row.get("as_of", "").strip(), "as_of", where),
             expected_answer=answer or None,
         )))
+    require_rows(path, len(out), "queries")
     return out
 
 
@@ -145,7 +165,7 @@ def _attach_qrels(rows: list[tuple[Where, Query]], path: str,
     qrels: dict[str, list[tuple[str, int]]] = {}
     seen: dict[tuple[str, str], int] = {}
     for where, row in iter_csv(path, QRELS_COLUMNS):
-        qid, did = _required(row, "query_id", where), _required(row, "doc_id", where)
+        qid, did = _id(row, "query_id", where), _id(row, "doc_id", where)
         if qid not in by_id:
             raise where.error(f"query_id {qid!r} is not in the queries file")
         if did not in doc_ids:

@@ -33,9 +33,11 @@ from bench.data.jsonl import (
     iso_date,
     iter_jsonl,
     json_bool,
+    json_id,
     json_opt_str,
     json_str,
     json_str_list,
+    require_rows,
     write_jsonl,
 )
 
@@ -69,7 +71,7 @@ def read_corpus(path: str | Path) -> tuple[Document, ...]:
     first_line: dict[str, int] = {}
     for where, obj in iter_jsonl(path):
         check_keys(obj, where, required=CORPUS_REQUIRED, optional=CORPUS_OPTIONAL)
-        doc_id = json_str(obj["doc_id"], "doc_id", where)
+        doc_id = json_id(obj["doc_id"], "doc_id", where)
         if doc_id in first_line:
             raise where.error(f"duplicate doc_id {doc_id!r} (first seen on line "
                               f"{first_line[doc_id]})")
@@ -82,6 +84,7 @@ def read_corpus(path: str | Path) -> tuple[Document, ...]:
             allowed_roles=json_str_list(obj.get("allowed_roles"), "allowed_roles", where),
             tenant=json_str(obj.get("tenant", ""), "tenant", where, allow_empty=True),
         ))
+    require_rows(path, len(docs), "documents")
     return tuple(docs)
 
 
@@ -91,7 +94,7 @@ def read_queries(path: str | Path, doc_ids: set[str]) -> tuple[Query, ...]:
     first_line: dict[str, int] = {}
     for where, obj in iter_jsonl(path):
         check_keys(obj, where, required=QUERY_REQUIRED, optional=QUERY_OPTIONAL)
-        query_id = json_str(obj["query_id"], "query_id", where)
+        query_id = json_id(obj["query_id"], "query_id", where)
         if query_id in first_line:
             raise where.error(f"duplicate query_id {query_id!r} (first seen on line "
                               f"{first_line[query_id]})")
@@ -115,6 +118,7 @@ def read_queries(path: str | Path, doc_ids: set[str]) -> tuple[Query, ...]:
             as_of=iso_date(json_opt_str(obj.get("as_of"), "as_of", where), "as_of", where),
             expected_answer=json_opt_str(obj.get("expected_answer"), "expected_answer", where),
         ))
+    require_rows(path, len(queries), "queries")
     return tuple(queries)
 
 
@@ -131,10 +135,10 @@ def _qrels(value: object, where: Where, doc_ids: set[str]) -> tuple[tuple[str, i
         key = f"relevant_document_ids[{i}]"
         if isinstance(item, dict):
             check_keys(item, where, required=("id",), optional=("grade",), context=key)
-            doc_id = json_str(item["id"], f"{key}.id", where)
+            doc_id = json_id(item["id"], f"{key}.id", where)
             g = grade(item.get("grade", 1), f"{key}.grade", where)
         else:
-            doc_id, g = json_str(item, key, where), 1
+            doc_id, g = json_id(item, key, where), 1
         if doc_id not in doc_ids:
             raise where.error(f"{key} names unknown document {doc_id!r} (not in the corpus)")
         if doc_id in seen:

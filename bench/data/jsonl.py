@@ -38,25 +38,110 @@ def require_file(path: str | Path) -> Path:
     return p
 
 
+#: Largest relevance grade or id-like integer accepted: TREC tools (and our int32 doc
+#: indices) hold these in 32-bit ints, so a bigger value could only end in an overflow later.
+MAX_INT32 = 2**31 - 1
+
+
+def decode_line(raw: bytes, where: Where) -> str:
+    """``raw`` as UTF-8 text; invalid bytes are an InputError naming the line and column."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise where.error(f"invalid UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                          f"{exc.start + 1}); save the file as UTF-8") from None
+
+
+def read_text(path: str | Path) -> str:
+    """The whole file as UTF-8 text (BOM dropped); invalid bytes name ``file:line``."""
+    p = require_file(path)
+    data = p.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(p, line, f"invalid UTF-8 (byte 0x{data[exc.start]:02x} at column "
+                                  f"{exc.start - line_start + 1}); save the file as UTF-8"
+                         ) from None
+
+
+def _reject_constant(name: str) -> Any:
+    # json.loads accepts NaN/Infinity, which are not JSON and no field can hold
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def loads_strict(text: str) -> Any:
+    """``json.loads`` that rejects duplicate keys in one object and NaN/Infinity.
+
+    Python's json keeps the LAST of duplicate keys silently; a file with two ``"text"`` keys
+    is ambiguous, so it is an error (ValueError; callers add file:line).
+    """
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise ValueError(f"duplicate key {key!r} in one JSON object")
+            out[key] = value
+        return out
+
+    return json.loads(text, object_pairs_hook=pairs, parse_constant=_reject_constant)
+
+
 def iter_jsonl(path: str | Path) -> Iterator[tuple[Where, dict[str, Any]]]:
     """Yield ``(where, object)`` for each non-blank line of a JSONL file.
 
     Blank lines are skipped (a trailing newline is not data); anything else that is not a
-    JSON object raises InputError naming the line.
+    JSON object, invalid UTF-8, a duplicate key or NaN raises InputError naming the line.
     """
     p = require_file(path)
-    with p.open(encoding="utf-8-sig") as fh:
-        for n, raw in enumerate(fh, start=1):
+    with p.open("rb") as fh:
+        for n, raw_bytes in enumerate(fh, start=1):
+            where = Where(str(p), n)
+            raw = decode_line(raw_bytes, where)
+            if n == 1:
+                raw = raw.removeprefix("\ufeff")
             if not raw.strip():
                 continue
-            where = Where(str(p), n)
             try:
-                obj = json.loads(raw)
+                obj = loads_strict(raw)
             except json.JSONDecodeError as exc:
                 raise where.error(f"malformed JSON: {exc.msg} (column {exc.colno})") from None
+            except (ValueError, RecursionError) as exc:
+                raise where.error(f"malformed JSON: {exc}") from None
             if not isinstance(obj, dict):
                 raise where.error(f"expected a JSON object, got {type(obj).__name__}")
             yield where, obj
+
+
+def require_rows(path: str | Path, n_rows: int, what: str) -> None:
+    """An input file that yielded no rows is an error: a run over nothing is not a result."""
+    if n_rows == 0:
+        raise InputError(path, 0, f"no {what}: the file is empty (or holds only blank lines "
+                                  "/ a header)")
+
+
+def check_id(value: str, label: str, where: Where) -> str:
+    """An identifier: non-empty, no whitespace anywhere (TREC files split on whitespace, so an
+    id with a space makes every exported run and qrels file unreadable), no control
+    characters. ``label`` names it in the message (``field 'doc_id'``)."""
+    if not value:
+        raise where.error(f"{label} is empty")
+    if any(ch.isspace() for ch in value):
+        raise where.error(f"{label} is {_short(value)}: ids must not contain whitespace "
+                          "(leading, trailing or inner)")
+    if not value.isprintable():
+        raise where.error(f"{label} is {_short(value)}: ids must not contain control "
+                          "characters")
+    return value
+
+
+def json_id(value: object, key: str, where: Where) -> str:
+    """A JSON string that is a valid id (see ``check_id``)."""
+    if not isinstance(value, str):
+        raise where.error(f"field '{key}' must be a string, got {type(value).__name__}")
+    return check_id(value, f"field '{key}'", where)
 
 
 def check_keys(obj: Mapping[str, Any], where: Where, *, required: Iterable[str],
@@ -110,9 +195,15 @@ def json_bool(value: object, key: str, where: Where) -> bool:
 
 def grade(value: object, key: str, where: Where) -> int:
     """A relevance grade: an int >= 0 (bools are not ints here)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise where.error(f"field '{key}' must be an integer >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT32:
+        raise where.error(f"field '{key}' must be an integer >= 0 and <= {MAX_INT32}, got "
+                          f"{_short(value)}")
     return value
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def iso_date(value: str | None, key: str, where: Where) -> str | None:
@@ -149,7 +240,8 @@ def cell_grade(value: str, key: str, where: Where) -> int:
     try:
         g = int(v)
     except ValueError:
-        raise where.error(f"column '{key}' must be an integer >= 0, got {value!r}") from None
+        raise where.error(f"column '{key}' must be an integer >= 0, got {_short(value)}"
+                          ) from None
     return grade(g, key, where)
 
 

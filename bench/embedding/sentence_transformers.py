@@ -44,6 +44,34 @@ def resolve_model_path(model: str) -> str:
     return model  # a hub name: sentence-transformers downloads it (needs a hub)
 
 
+#: model types whose position ids start after the padding index (fairseq heritage): their
+#: usable length is max_position_embeddings - (pad_token_id + 1), e.g. 514 -> 512
+_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "mpnet", "longformer")
+
+
+def model_position_limit(model: str) -> int | None:
+    """The longest input (tokens) the model's position embeddings allow, read from its local
+    ``config.json`` (cheap: no weights loaded); None when unknown (a hub name not on disk)."""
+    import json
+
+    path = resolve_model_path(model)
+    config = os.path.join(path, "config.json")
+    if not os.path.isfile(config):
+        return None
+    try:
+        with open(config, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None  # loading the model will report a damaged folder properly
+    limit = data.get("max_position_embeddings") if isinstance(data, dict) else None
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        return None
+    if data.get("model_type") in _OFFSET_POSITIONS:
+        pad = data.get("pad_token_id")
+        limit -= (pad + 1) if isinstance(pad, int) and not isinstance(pad, bool) else 2
+    return limit
+
+
 class HFTokenizer:
     """Adapter: a Hugging Face fast tokenizer as a ``bench.chunking.base.Tokenizer``.
 
@@ -110,6 +138,13 @@ class SentenceTransformerEmbedder:
             raise OptionError("max_seq_length", f"must be >= 8 tokens, got {max_seq_length}")
         if precision not in PRECISIONS:
             raise OptionError("precision", f"must be one of {', '.join(PRECISIONS)}")
+        if max_seq_length is not None:
+            # checked here, before any chunking or encoding: torch would only fail at the
+            # first long batch, after the corpus was chunked and part of it encoded
+            limit = model_position_limit(model)
+            if limit is not None and max_seq_length > limit:
+                raise OptionError("max_seq_length", f"{max_seq_length} exceeds the "
+                                  f"{limit} positions {model} supports")
         if precision != "fp32" and device != "cuda":
             raise OptionError("precision", f"{precision} needs device=cuda (got {device})")
         self.model_name = model
@@ -134,7 +169,11 @@ class SentenceTransformerEmbedder:
             raise ConfigError("embedder.model", f"cannot load {self.model_name!r}: {exc}") from None
         if self.max_seq_length is not None:
             model.max_seq_length = self.max_seq_length
-        if self.precision == "fp16":
+        if self.precision == "fp32":
+            # sentence-transformers keeps the dtype the weights were SAVED in: an fp16
+            # checkpoint would otherwise run in fp16 while the run records fp32
+            model.float()
+        elif self.precision == "fp16":
             model.half()
         elif self.precision == "bf16":
             model.bfloat16()

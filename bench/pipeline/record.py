@@ -13,6 +13,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from bench.chunking.stage import ChunkReport
+from bench.config.toplevel import check_gates_matched
 from bench.data.base import Dataset
 from bench.embedding.stage import Embeddings
 from bench.errors import BenchError
@@ -48,6 +49,7 @@ QUERY_TIME_STAGES = ("retrieve", "lexical", "fusion", "filters", "rerank", "rera
 def check_gates(cfg: DictConfig, rows: list[SummaryRow], pruned: set[str]) -> list[str]:
     """Failed gates over the configs that ran (a pruned config is reported as pruned, not
     gated)."""
+    check_gates_matched(cfg.gates, [(r.metric, r.scope) for r in rows])
     failed = []
     for gate in cfg.gates:
         for r in rows:

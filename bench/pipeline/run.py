@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 from bench.budget.base import BudgetDecision, ProbeMeasurement
 from bench.cache.store import ArtifactStore
 from bench.config.build import build
+from bench.config.toplevel import check_gate_categories
 from bench.data.base import Dataset
 from bench.embedding.stage import Embeddings
 from bench.errors import BenchError, ConfigError
@@ -120,6 +121,7 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
              "data", dataset.name, len(dataset.documents), len(dataset.queries),
              data_ms / 1000, dataset.fingerprint[:12])
     data_timing = StageTiming("data", "total", len(dataset.documents), data_ms, "cpu")
+    check_gate_categories(cfg.gates, {q.category for q in dataset.queries})
 
     m = cfg.metrics
     the_plan = plan(comps, dataset, device=device, relevance_level=m.relevance_level)

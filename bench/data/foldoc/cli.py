@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from bench.data.base import CATEGORIES
 from bench.data.foldoc.benchmark import BUILDER_VERSION, BuildOptions, build_benchmark
@@ -21,6 +22,29 @@ from bench.data.foldoc.deb import describe_deb, extract_dictd, fetch_deb
 from bench.data.foldoc.dictd import read_dictd
 from bench.data.foldoc.source import manifest_is_current, write_benchmark
 from bench.errors import BenchError
+
+#: seeds are hashed as text, but numpy-facing code downstream needs them in 64 bits
+_MAX_SEED = 2**63 - 1
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one BenchError line (exit 2), not a usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise BenchError(f"{self.prog}: {message} (see --help)")
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Reject bad values before the .deb is fetched or unpacked."""
+    if not 0 <= args.seed <= _MAX_SEED:
+        raise BenchError(f"--seed must be between 0 and {_MAX_SEED}, got {args.seed}")
+    if not 1 <= args.n_docs <= 10_000_000:
+        raise BenchError(f"--n-docs must be between 1 and 10000000, got {args.n_docs}")
+    for probe in (args.out, *args.out.parents):
+        if probe.exists():
+            if not probe.is_dir():
+                raise BenchError(f"--out {args.out}: {probe} is a file, not a directory")
+            break
 
 
 def build(out: Path, *, deb: Path | None, cache_dir: Path | None, opts: BuildOptions,
@@ -63,8 +87,8 @@ def build(out: Path, *, deb: Path | None, cache_dir: Path | None, opts: BuildOpt
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.data.foldoc build --out DIR [--deb PATH] ...``; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m bench.data.foldoc",
-                                     description="Build the FOLDOC RAG benchmark offline.")
+    parser = _OneLineParser(prog="python -m bench.data.foldoc",
+                            description="Build the FOLDOC RAG benchmark offline.")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build DIR/{corpus,queries}.jsonl + manifest.json")
     b.add_argument("--out", required=True, type=Path, help="output folder")
@@ -74,8 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--seed", type=int, default=BuildOptions.seed)
     b.add_argument("--n-docs", type=int, default=BuildOptions.n_docs)
     b.add_argument("--force", action="store_true", help="rebuild even if DIR is up to date")
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
+        _check_args(args)
         build(args.out, deb=args.deb, cache_dir=args.cache_dir, force=args.force,
               opts=BuildOptions(seed=args.seed, n_docs=args.n_docs))
     except BenchError as err:

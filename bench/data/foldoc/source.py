@@ -20,7 +20,8 @@ from bench.data.foldoc.benchmark import BUILDER_VERSION, BuildOptions, Built
 from bench.data.foldoc.deb import Source, _sha256
 from bench.data.foldoc.text import stable_hash
 from bench.data.golden import GoldenDataset, write_golden
-from bench.errors import BenchError, ConfigError
+from bench.data.jsonl import loads_strict, read_text
+from bench.errors import BenchError, ConfigError, InputError
 
 # the logger name of the single-module builder, so log lines read as before the split
 log = logging.getLogger("bench.data.foldoc")
@@ -96,7 +97,7 @@ class FoldocDataset:
         if not (root / "manifest.json").is_file():
             raise BenchError(f"FOLDOC benchmark not found at {root}: "
                              + BUILD_HINT.format(path=root))
-        manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+        manifest = _read_manifest(root / "manifest.json")
         ds = GoldenDataset(corpus=str(root / "corpus.jsonl"),
                            queries=str(root / "queries.jsonl")).load()
         if ds.fingerprint != manifest.get("fingerprint"):
@@ -108,6 +109,22 @@ class FoldocDataset:
         log.info("foldoc: loaded %d documents, %d queries from %s", len(ds.documents),
                  len(ds.queries), root)
         return dataclasses.replace(ds, name=name)
+
+
+def _read_manifest(path: Path) -> dict[str, object]:
+    """manifest.json as a dict; a damaged file names itself (and the line) instead of a
+    traceback."""
+    text = read_text(path)
+    try:
+        manifest = loads_strict(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, exc.lineno, f"malformed JSON: {exc.msg} (column {exc.colno}); "
+                         + BUILD_HINT.format(path=path.parent)) from None
+    except ValueError as exc:
+        raise InputError(path, 0, f"malformed JSON: {exc}") from None
+    if not isinstance(manifest, dict):
+        raise InputError(path, 1, f"expected a JSON object, got {type(manifest).__name__}")
+    return manifest
 
 
 def subsample(ds: Dataset, *, max_docs: int | None, max_queries: int | None,

@@ -1,0 +1,42 @@
+"""bench.config.toplevel: the dataset-dependent gate check (the rest is in tests/hostile)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from omegaconf import OmegaConf
+
+from bench.config.toplevel import check_cache_dir, check_gate_categories
+from bench.errors import ConfigError
+
+
+def _gates(*scopes: str) -> Any:
+    return OmegaConf.create([{"metric": "mrr", "scope": s, "min": 0.1} for s in scopes])
+
+
+def test_gate_category_must_exist_in_the_dataset() -> None:
+    check_gate_categories(_gates("all", "category:exact_lookup"), ["exact_lookup", "multi_doc"])
+    with pytest.raises(ConfigError) as exc:
+        check_gate_categories(_gates("all", "category:exact"), ["exact_lookup", "multi_doc"])
+    assert exc.value.key == "gates[1].scope"
+    assert "no category 'exact'" in str(exc.value)
+
+
+def test_cache_dir_may_not_exist_yet(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    assert check_cache_dir(str(tmp_path / "a" / "b")) == tmp_path / "a" / "b"
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ConfigError, match="lies under the file"):
+        check_cache_dir(str(tmp_path / "f" / "b"))
+
+
+def test_ann_recall_gates_pass_validation_and_are_checked_after_the_run() -> None:
+    from bench.config.toplevel import check_gates, check_gates_matched
+
+    gates = OmegaConf.create([{"metric": "ann_recall@10", "scope": "all", "min": 0.9,
+                             "max": None}])
+    check_gates(gates, ["ndcg@10"])  # the pipeline adds ann_recall@K for approximate indexes
+    check_gates_matched(gates, [("ndcg@10", "all"), ("ann_recall@10", "all")])
+    with pytest.raises(ConfigError) as exc:
+        check_gates_matched(gates, [("ndcg@10", "all"), ("ndcg@10", "macro")])
+    assert exc.value.key == "gates[0]" and "could never fire" in str(exc.value)
