@@ -28,7 +28,8 @@ def _report(tmp_path: Path, n: int) -> RunReport:
             m = 0.5 + 0.01 * i
             rows.append(SummaryRow(f"c{i}", scope, "ndcg@10", True, 10, m, m - 0.02, m + 0.02))
             rows.append(SummaryRow(f"c{i}", scope, "recall@100", True, 10, 1.0, 1.0, 1.0))
-        configs.append(ConfigReport(f"c{i}", f"config {i}", {}, acc, tuple(rows), (), None, _row(i)))
+        configs.append(ConfigReport(f"c{i}", f"config {i}", {}, acc, tuple(rows), (), None,
+                                    _row(i)))
     return RunReport("r", tmp_path, "x", "cpu", "d", "f" * 12, 1, 10, 0, 1, tuple(configs), (),
                      (), {}, False, None, (), 1.0, ())
 
