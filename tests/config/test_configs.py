@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,8 @@ REQUIRED = {
 # Options that need hardware or packages this machine may lack; building them must then fail
 # with a one-line BenchError, never a traceback.
 HARDWARE = {("telemetry", "nvml")}
+# Options whose package lives in an optional extra; without it building fails in one line.
+EXTRAS = {("generator", "vllm"): "vllm"}
 RUNTIME = {"embedder": {"device": "cpu"}, "index": {"device": "cpu"}}
 
 
@@ -45,7 +48,9 @@ def experiments() -> list[str]:
 @pytest.mark.parametrize(("group", "option"), options())
 def test_every_option_instantiates(group: str, option: str, compose_cfg) -> None:
     cfg = compose_cfg([f"{group}={option}", *REQUIRED.get((group, option), [])])
-    if (group, option) in HARDWARE and not _has_gpu():
+    package = EXTRAS.get((group, option))
+    missing = package is not None and importlib.util.find_spec(package) is None
+    if missing or ((group, option) in HARDWARE and not _has_gpu()):
         with pytest.raises(BenchError):  # one-line error (missing extra or no GPU)
             build(cfg[group], group, **RUNTIME.get(group, {}))
         return
