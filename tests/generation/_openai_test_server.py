@@ -54,10 +54,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        record: dict[str, Any] = {
+            "path": self.path,
+            "headers": dict(self.headers.items()),
+            "body": body,
+            "received_s": time.perf_counter(),  # CLOCK_MONOTONIC: comparable across threads
+        }
         with self.server.lock:
-            self.server.received.append(
-                {"path": self.path, "headers": dict(self.headers.items()), "body": body}
-            )
+            self.server.received.append(record)
         if self.path == "/tokenize":
             self._json(200, {"count": len(body["prompt"].split()), "max_model_len": 2048})
             return
@@ -88,6 +92,7 @@ class Handler(BaseHTTPRequestHandler):
                 choice = {"index": 0, "delta": {"content": tok},
                           "finish_reason": "stop" if last_tok else None}
                 self._event({"choices": [choice]})
+                record.setdefault("content_sent_s", []).append(time.perf_counter())
             if script.get("usage", True):
                 usage = {"prompt_tokens": script.get("prompt_tokens", 7),
                          "completion_tokens": len(tokens)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import statistics
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,23 +49,32 @@ def test_sse_parser_joins_multiline_data_and_skips_comments() -> None:
 
 
 def test_ttft_and_itl_match_the_scripted_delays(server: ScriptedServer) -> None:
+    # Medians over a few requests: on a shared machine one sample can be descheduled for
+    # longer than the tolerance; a systematic error cannot hide in the median.
     gen = OpenAIHTTPGenerator(model="test-model", base_url=url(server), backoff_s=0.0)
+    ttft, itl, out = [], [], []
     try:
         gen.generate([req({"tokens": ["w"]}, "warm")])  # connection set-up off the clock
-        script = {"tokens": ["a", "b", "c", "d"], "ttft_ms": 150, "itl_ms": 40,
-                  "prompt_tokens": 11}
-        [g] = gen.generate([req(script)])
+        for i in range(5):
+            script = {"tokens": ["a", "b", "c", "d"], "ttft_ms": 150, "itl_ms": 40,
+                      "prompt_tokens": 11, "n": i}
+            [g] = gen.generate([req(script)])
+            out.append(g)
+            assert g.ttft_ms is not None
+            ttft.append(g.ttft_ms)
+            itl.extend(g.itl_ms)
     finally:
         gen.close()
-    assert g.status == "ok" and g.finish_reason == "stop" and g.error is None
-    assert g.text == "abcd"
-    assert (g.prompt_tokens, g.output_tokens) == (11, 4)
-    assert g.ttft_ms is not None and abs(g.ttft_ms - 150) < TOLERANCE_MS
-    assert len(g.itl_ms) == 4 - 1
-    for gap in g.itl_ms:
-        assert abs(gap - 40) < TOLERANCE_MS
-    assert g.tpot_ms == pytest.approx((g.e2e_ms - g.ttft_ms) / (4 - 1))
-    assert g.e2e_ms >= 150 + 3 * 40
+    for g in out:
+        assert g.status == "ok" and g.finish_reason == "stop" and g.error is None
+        assert g.text == "abcd"
+        assert (g.prompt_tokens, g.output_tokens) == (11, 4)
+        assert len(g.itl_ms) == 4 - 1
+        assert g.ttft_ms is not None and g.ttft_ms >= 150  # never earlier than the server
+        assert g.tpot_ms == pytest.approx((g.e2e_ms - g.ttft_ms) / (4 - 1))
+        assert g.e2e_ms >= 150 + 3 * 40
+    assert abs(statistics.median(ttft) - 150) < TOLERANCE_MS
+    assert abs(statistics.median(itl) - 40) < TOLERANCE_MS
 
 
 def test_requests_run_concurrently_up_to_the_limit(server: ScriptedServer) -> None:
