@@ -19,6 +19,7 @@ is never stored on the object, logged, or part of ``cache_params``.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import itertools
 import json
 import logging
@@ -359,10 +360,11 @@ class OpenAIHTTPGenerator:
         body = self._body(req)
         start = time.perf_counter()
         attempt = _Attempt(None, False, "not attempted")
+        n = 0
         for n in range(self.max_retries + 1):
             attempt = self._attempt(api, req, body)
             if attempt.generation is not None:
-                return attempt.generation
+                return dataclasses.replace(attempt.generation, attempts=n + 1)
             if not attempt.retry or n == self.max_retries:
                 break
             delay = self.backoff_s * (2**n)
@@ -370,7 +372,7 @@ class OpenAIHTTPGenerator:
                 delay = max(delay, attempt.retry_after_s)
             log.debug("generator: %s retry %d after %s", req.request_id, n + 1, attempt.error)
             time.sleep(delay)
-        return _failed(req, "error", attempt.error, start)
+        return dataclasses.replace(_failed(req, "error", attempt.error, start), attempts=n + 1)
 
     def _attempt(self, api: str, req: GenerationRequest, body: dict[str, Any]) -> _Attempt:
         import httpx
