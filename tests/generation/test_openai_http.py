@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import statistics
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -271,3 +272,34 @@ def test_bad_options() -> None:
         OpenAIHTTPGenerator(model="m", base_url="localhost:8000")
     with pytest.raises(OptionError):
         OpenAIHTTPGenerator(model="m", serve_command=["srv", "--no-port"])
+
+
+def test_managed_server_is_stopped_at_interpreter_exit(tmp_path: Path) -> None:
+    import os
+    import time
+
+    # A run that never calls close(): the server (in its own session, so not taken down with
+    # its parent) must still be stopped by the atexit hook.
+    script = f"""
+import json, sys
+from bench.generation.openai_http import OpenAIHTTPGenerator
+from bench.generation.base import ChatMessage, GenerationRequest
+gen = OpenAIHTTPGenerator(model="m", serve_command=[sys.executable, {SERVER_SCRIPT!r},
+                          "--port", "{{port}}"], server_log={str(tmp_path / "s.log")!r})
+[g] = gen.generate([GenerationRequest("q", (ChatMessage("user", "hi"),))])
+print(json.dumps({{"pid": gen._server.proc.pid, "status": g.status}}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 0, done.stderr
+    info = json.loads(done.stdout.strip().splitlines()[-1])
+    assert info["status"] == "ok"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(info["pid"], 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(info["pid"], 9)
+    pytest.fail("the managed server outlived the interpreter that started it")
