@@ -107,18 +107,19 @@ class VLLMEngineGenerator:
         if self._llm is None:
             from vllm import LLM
 
-            self._llm = LLM(
-                model=self.model,
-                dtype=self.dtype,
-                max_model_len=self.max_model_len,
-                gpu_memory_utilization=self.gpu_memory_utilization,
-                tensor_parallel_size=self.tensor_parallel_size,
-                quantization=self.quantization,
-                enforce_eager=self.enforce_eager,
+            kwargs: dict[str, Any] = {
                 # Per-request stats (TTFT) are only recorded with stats logging on.
-                disable_log_stats=False,
+                "disable_log_stats": False,
                 **self.engine_args,
-            )
+                "model": self.model,
+                "dtype": self.dtype,
+                "max_model_len": self.max_model_len,
+                "gpu_memory_utilization": self.gpu_memory_utilization,
+                "tensor_parallel_size": self.tensor_parallel_size,
+                "quantization": self.quantization,
+                "enforce_eager": self.enforce_eager,
+            }
+            self._llm = LLM(**kwargs)
         return self._llm
 
     def count_tokens(self, text: str) -> int:
