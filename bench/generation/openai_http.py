@@ -180,8 +180,8 @@ class OpenAIHTTPGenerator:
 
     ``base_url``: the API root of a running server (``http://host:8000/v1``); when null, the
     server is started with ``serve_command`` (``{model}``, ``{host}``, ``{port}`` are filled
-    in) plus ``serve_args``, its log written to ``server_log`` (the pipeline passes a path in
-    the run dir; default: a file in the system temp dir, named in the log).
+    in) plus ``serve_args``, its log written to ``server_log`` (the config puts it in the
+    Hydra run dir; null: a file in the system temp dir, named in the log).
     ``max_concurrency`` requests are in flight at once; each has ``timeout_s`` end to end.
     Connection errors, 429 and 5xx are retried up to ``max_retries`` times with exponential
     backoff from ``backoff_s`` (a 429's Retry-After is honoured); other 4xx are not retried.
