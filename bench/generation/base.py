@@ -60,6 +60,8 @@ class Generation:
     e2e_ms: float
     itl_ms: tuple[float, ...] = ()
     error: str | None = None
+    #: HTTP attempts made (retries + 1); latency fields describe the last attempt only
+    attempts: int = 1
 
 
 class Generator(Protocol):

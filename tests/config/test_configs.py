@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,8 @@ HARDWARE = {("telemetry", "nvml")}
 # Options whose model files must already lie on disk (nothing downloads at run time): with the
 # REQUIRED placeholder above, building them must fail with a ConfigError naming this key.
 LOCAL_FILES = {("reranker", "flashrank"): "reranker.cache_dir"}
+# Options whose package lives in an optional extra; without it building fails in one line.
+EXTRAS = {("generator", "vllm"): "vllm"}
 RUNTIME = {"embedder": {"device": "cpu"}, "index": {"device": "cpu"}, "reranker": {"device": "cpu"}}
 
 
@@ -49,7 +52,9 @@ def experiments() -> list[str]:
 @pytest.mark.parametrize(("group", "option"), options())
 def test_every_option_instantiates(group: str, option: str, compose_cfg) -> None:
     cfg = compose_cfg([f"{group}={option}", *REQUIRED.get((group, option), [])])
-    if (group, option) in HARDWARE and not _has_gpu():
+    package = EXTRAS.get((group, option))
+    missing = package is not None and importlib.util.find_spec(package) is None
+    if missing or ((group, option) in HARDWARE and not _has_gpu()):
         with pytest.raises(BenchError):  # one-line error (missing extra or no GPU)
             build(cfg[group], group, **RUNTIME.get(group, {}))
         return
