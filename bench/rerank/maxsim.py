@@ -6,7 +6,7 @@ sentence-transformers model, including the packaged MiniLM: no training, no down
 not ColBERT (MiniLM's token vectors were never trained for this), so measure before trusting.
 
 Cost: one encoder pass per DISTINCT passage text of the call (pools overlap across queries),
-one per query, then a [query tokens x pool tokens] float32 matrix product per query.
+one per query, then a [passage tokens x query tokens] float32 product per distinct passage.
 """
 
 from __future__ import annotations
@@ -116,24 +116,27 @@ class MaxSimReranker:
         texts, where = dedupe(passages)
         p_vecs = self.token_vectors(texts)
         q_vecs = self.token_vectors(list(queries))
+        p_len = np.array([len(v) for v in p_vecs], dtype=np.int64)
         out = []
         for q, w in zip(q_vecs, where, strict=True):
             # each distinct text once: equal texts get equal scores, and no repeated work
             u, inv = np.unique(w, return_inverse=True)
-            out.append(maxsim(q, [p_vecs[j] for j in u])[inv])
+            out.append(maxsim(q, [p_vecs[j] for j in u], p_len[u])[inv])
         return out
 
 
-def maxsim(q: np.ndarray, pool: Sequence[np.ndarray]) -> np.ndarray:
-    """Per passage of ``pool``: sum over rows of ``q`` of the max dot product with its rows.
+def maxsim(q: np.ndarray, pool: Sequence[np.ndarray], lengths: np.ndarray) -> np.ndarray:
+    """Per passage of ``pool`` (``lengths[k]`` = its token count): sum over rows of ``q`` of
+    the max dot product with its rows.
 
     A passage without tokens scores ``-len(q)``, the lowest a sum of cosines can reach, so it
     ranks last rather than above passages with negative similarity; a query without tokens
     scores 0 everywhere."""
     if len(q) == 0:
         return np.zeros(len(pool), dtype=np.float32)
-    qt = np.ascontiguousarray(q.T)
+    qt = np.ascontiguousarray(q.T, dtype=np.float32)
     # one small product per passage: measured 3x faster than one product over the
     # concatenated pool (no copy, and max runs along contiguous rows)
-    return np.fromiter(((p @ qt).max(axis=0).sum() if len(p) else -float(len(q))
-                        for p in pool), dtype=np.float32, count=len(pool))
+    return np.fromiter(((p @ qt).max(axis=0).sum() if n else -float(len(q))
+                        for p, n in zip(pool, lengths, strict=True)),
+                       dtype=np.float32, count=len(pool))
