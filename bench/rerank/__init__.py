@@ -1,1 +1,2 @@
-"""Stage `rerank`: reorder cached candidate pools (cross-encoders, flashrank)."""
+"""Stage `rerank`: rescore cached candidate pools (cross-encoder, flashrank, MaxSim over token
+vectors, bi-encoder). See ``base.py`` for the Protocol."""

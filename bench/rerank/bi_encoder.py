@@ -20,7 +20,7 @@ import numpy as np
 
 from bench.config.build import build
 from bench.embedding.base import Embedder
-from bench.rerank.common import DEFAULT_DEPTHS, check_depths, check_pools, dedupe
+from bench.rerank.common import DEFAULT_DEPTHS, check_depths, check_device, check_pools, dedupe
 
 #: Where the nested block sits in the run's config (errors name it)
 EMBEDDER_KEY = "reranker.embedder"
@@ -42,7 +42,7 @@ class BiEncoderReranker:
     ) -> None:
         self._depths = check_depths(depths)
         self.score_threshold = score_threshold
-        self.device = device
+        self.device = check_device(device)
         built = build(embedder, EMBEDDER_KEY, device=device)
         if built is None:
             from bench.errors import ConfigError

@@ -105,3 +105,14 @@ def test_unloadable_model_is_a_config_error_naming_the_key(model: str, tmp_path:
         r.score(["q"], [["p"]])
     assert err.value.key == "reranker.model"
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_half_precision_on_cuda_tracks_fp32(tiny_cross_encoder_dir: Path, precision: str) -> None:
+    path = str(tiny_cross_encoder_dir)
+    ref = CrossEncoderReranker(model=path, device="cuda").score(QUERIES, POOLS)
+    half = CrossEncoderReranker(model=path, device="cuda", precision=precision)
+    for x, y in zip(ref, half.score(QUERIES, POOLS), strict=True):
+        assert y.dtype == np.float32  # upcast before the sigmoid, as sentence-transformers does
+        np.testing.assert_allclose(x, y, atol=2e-2)

@@ -18,8 +18,8 @@ def test_maxsim_kernel_by_hand() -> None:
     np.testing.assert_allclose(got, [1.0 + s, -2.0, 0.0 + -1.0], atol=1e-6)
     assert got.dtype == np.float32
     # a query without tokens says nothing about any passage
-    np.testing.assert_array_equal(maxsim(np.zeros((0, 2), np.float32), pool, np.array([2, 0, 1])),
-                                  [0.0, 0.0, 0.0])
+    no_tokens = np.zeros((0, 2), np.float32)
+    np.testing.assert_array_equal(maxsim(no_tokens, pool, np.array([2, 0, 1])), [0.0, 0.0, 0.0])
 
 
 @pytest.fixture(scope="module")
