@@ -21,7 +21,29 @@ REQUIRED = {
 # Options that need hardware or packages this machine may lack; building them must then fail
 # with a one-line BenchError, never a traceback.
 HARDWARE = {("telemetry", "nvml")}
-RUNTIME = {"embedder": {"device": "cpu"}, "index": {"device": "cpu"}}
+
+
+class _NoGenerator:
+    """Judges take their model's backend at build time; building must not call it."""
+
+    def cache_params(self) -> dict[str, object]:
+        return {"backend": "none"}
+
+    def count_tokens(self, text: str) -> int:
+        raise AssertionError("not called when building")
+
+    def generate(self, requests: object) -> list[object]:
+        raise AssertionError("not called when building")
+
+    def close(self) -> None:
+        pass
+
+
+RUNTIME = {
+    "embedder": {"device": "cpu"},
+    "index": {"device": "cpu"},
+    "judge": {"generator": _NoGenerator()},
+}
 
 
 def _has_gpu() -> bool:
