@@ -162,8 +162,11 @@ def _is_identifier(tok: str) -> bool:
 
 def extract_identifiers(text: str) -> set[str]:
     """Normalised identifiers of ``text`` (see the module docstring for the rule)."""
-    out = {normalize_identifier(t) for t in _ID_TOKEN.findall(text) if _is_identifier(t)}
-    out.update(normalize_identifier(a + b) for a, b in _CAPS_NUMBER.findall(text))
+    pairs = _CAPS_NUMBER.findall(text)
+    prefixes = {a for a, _ in pairs}  # "RFC" of "RFC 1149" is not an identifier of its own
+    out = {normalize_identifier(t) for t in _ID_TOKEN.findall(text)
+           if _is_identifier(t) and t not in prefixes}
+    out.update(normalize_identifier(a + b) for a, b in pairs)
     return out
 
 

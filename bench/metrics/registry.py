@@ -94,7 +94,7 @@ def valid_names() -> str:
     return ", ".join(shown)
 
 
-_NAME = re.compile(r"^([a-z_]+)(?:@(\d+))?$")
+_NAME = re.compile(r"^([a-z][a-z0-9_]*)(?:@(\d+))?$")  # token_f1 has a digit
 
 
 def parse_metric(name: str) -> MetricSpec:
