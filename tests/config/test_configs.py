@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,7 +40,7 @@ class _NoGenerator:
         pass
 
 
-RUNTIME = {
+RUNTIME: dict[str, dict[str, Any]] = {
     "embedder": {"device": "cpu"},
     "index": {"device": "cpu"},
     "judge": {"generator": _NoGenerator()},

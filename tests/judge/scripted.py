@@ -1,4 +1,5 @@
-"""Test double for the judge tests: a scripted generator (test double): prescribed outputs per request, every request logged."""
+"""Test double for the judge tests: a scripted generator giving prescribed outputs per
+request and logging every request."""
 
 from __future__ import annotations
 
