@@ -82,6 +82,18 @@ class Context:
         return tuple(p for p in self.passages if p.doc_id == doc_id)
 
 
+def ranked_passages(query_id: str, query: str, doc_ids: Sequence[str],
+                    chunk_idx: Sequence[int], texts: Sequence[str],
+                    scores: Sequence[float]) -> RankedPassages:
+    """A ``RankedPassages`` from parallel columns, best first (e.g. a query's pool: external
+    doc ids, ``Hits.chunk_idx``, ``ChunkTable.text[chunk_idx]``, pool scores)."""
+    if not len(doc_ids) == len(chunk_idx) == len(texts) == len(scores):
+        raise ValueError("doc_ids, chunk_idx, texts and scores differ in length")
+    return RankedPassages(query_id, query, tuple(
+        Passage(str(d), int(c), t, float(s))
+        for d, c, t, s in zip(doc_ids, chunk_idx, texts, scores, strict=True)))
+
+
 class TokenCounter(Protocol):
     """Anything that counts tokens like the generator (a ``Generator`` is one)."""
 

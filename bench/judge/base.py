@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bench.context.base import Context
+from bench.data.base import Query
+from bench.generation.base import Generation
 from bench.metrics.base import (
     ERROR,
     INVALID,
@@ -114,6 +116,19 @@ class JudgeItem:
     reference: str | None = None
 
 
+def judge_items(queries: Sequence[Query], answers: Sequence[Generation],
+                contexts: Sequence[Context | None]) -> list[JudgeItem]:
+    """Pair golden queries with their generations and contexts (same order); a generation
+    whose status is not ``ok`` gives ``answer=None`` (its verdicts are ``error``)."""
+    if not len(queries) == len(answers) == len(contexts):
+        raise ValueError("queries, answers and contexts differ in length")
+    return [
+        JudgeItem(query_id=q.query_id, query=q.text, answer=g.text if g.status == "ok" else None,
+                  context=c, must_abstain=q.must_abstain, reference=q.expected_answer)
+        for q, g, c in zip(queries, answers, contexts, strict=True)
+    ]
+
+
 class Judge(Protocol):
     """A pointwise judge: batch-first, one ``Verdict`` per item, same order."""
 
@@ -154,6 +169,13 @@ class PairVerdict:
     winner: str
     consistent: bool
     calls: tuple[JudgeCall, ...]
+
+    def value(self) -> QueryValue:
+        """The per-query ``pairwise_preference`` row of config_a (config_b's is 1 - it)."""
+        pref = self.preference_a
+        if pref is None:
+            return QueryValue(self.query_id, "pairwise_preference", 0.0, self.status)
+        return QueryValue(self.query_id, "pairwise_preference", pref, SCORED)
 
     @property
     def preference_a(self) -> float | None:

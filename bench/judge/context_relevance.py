@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from bench.generation.base import ChatMessage
 from bench.judge.base import OK, JudgeItem, Verdict
 from bench.judge.llm import LLMJudge, detail, partition_errors
-from bench.judge.structured import Task
+from bench.judge.structured import JudgeSchema, Task
 from bench.metrics.base import NOT_APPLICABLE
 
 SYSTEM = (
@@ -29,7 +29,7 @@ USER = (
 )
 
 
-class PassageRelevance(BaseModel):
+class PassageRelevance(JudgeSchema):
     relevant: list[int] = Field(description="numbers of the helpful passages")
     irrelevant: list[int] = Field(description="numbers of the other passages")
 

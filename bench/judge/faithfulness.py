@@ -23,7 +23,7 @@ from bench.judge.llm import (
     numbered,
     render_context,
 )
-from bench.judge.structured import Task
+from bench.judge.structured import JudgeSchema, Task
 from bench.metrics.base import ERROR, NO_CLAIMS
 
 EXTRACT_SYSTEM = (
@@ -43,7 +43,7 @@ VERIFY_USER = (
 )
 
 
-class Claims(BaseModel):
+class Claims(JudgeSchema):
     claims: list[str] = Field(description="atomic factual claims made by the answer")
 
 

@@ -12,12 +12,12 @@ from bench.config.build import OptionError
 from bench.context.base import Context, tag
 from bench.generation.base import Generator, SamplingParams
 from bench.judge.base import JudgeItem, Verdict
-from bench.judge.structured import StructuredCaller, schema_text
+from bench.judge.structured import JudgeSchema, StructuredCaller, schema_text
 
 M = TypeVar("M", bound=BaseModel)
 
 
-class Partition(BaseModel):
+class Partition(JudgeSchema):
     """Numbered items split into two lists; every number in exactly one of them."""
 
     supported: list[int] = Field(description="numbers of the supported items")

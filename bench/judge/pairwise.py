@@ -18,7 +18,7 @@ from bench.context.base import strip_citations
 from bench.generation.base import ChatMessage
 from bench.judge.base import OK, JudgeCall, PairItem, PairVerdict
 from bench.judge.llm import LLMJudge, render_context
-from bench.judge.structured import Task
+from bench.judge.structured import JudgeSchema, Task
 from bench.metrics.base import ERROR, INVALID
 
 SYSTEM = (
@@ -32,7 +32,7 @@ USER = (
 )
 
 
-class Preference(BaseModel):
+class Preference(JudgeSchema):
     reason: str = Field(description="one sentence")
     winner: Literal["A", "B", "tie"]
 

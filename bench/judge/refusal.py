@@ -16,7 +16,7 @@ from bench.context.base import strip_citations
 from bench.generation.base import ChatMessage, Generator
 from bench.judge.base import OK, JudgeItem, Verdict
 from bench.judge.llm import LLMJudge, detail
-from bench.judge.structured import Task
+from bench.judge.structured import JudgeSchema, Task
 from bench.metrics.answer import AbstentionDetector
 from bench.metrics.base import ERROR, NOT_APPLICABLE
 
@@ -28,7 +28,7 @@ SYSTEM = (
 USER = 'Question: {query}\nAnswer: {answer}\n\nReturn {{"reason": "...", "refused": true|false}}.'
 
 
-class Refusal(BaseModel):
+class Refusal(JudgeSchema):
     reason: str = Field(description="one sentence")
     refused: bool
 

@@ -15,7 +15,7 @@ from bench.context.base import strip_citations
 from bench.generation.base import ChatMessage
 from bench.judge.base import OK, JudgeItem, Verdict
 from bench.judge.llm import LLMJudge, detail
-from bench.judge.structured import Task
+from bench.judge.structured import JudgeSchema, Task
 from bench.metrics.base import ERROR
 
 SYSTEM = (
@@ -25,7 +25,7 @@ SYSTEM = (
 USER = 'Question: {query}\nAnswer: {answer}\n\nReturn {{"reason": "...", "rating": 1-5}}.'
 
 
-class Rating(BaseModel):
+class Rating(JudgeSchema):
     reason: str = Field(description="one sentence")
     rating: int = Field(ge=1, le=5, description="1 (not at all) .. 5 (fully)")
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bench.generation.base import (
     ChatMessage,
@@ -31,6 +31,13 @@ M = TypeVar("M", bound=BaseModel)
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 _MAX_ECHO_CHARS = 2000  # a rejected output echoed back in a retry prompt is cut to this
+
+
+class JudgeSchema(BaseModel):
+    """Base of every judge output model: unknown keys are rejected, and the schema says so
+    (``additionalProperties: false``), which guided decoders and strict servers need."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 def schema_text(model: type[BaseModel]) -> str:

@@ -13,6 +13,7 @@ from bench.judge.faithfulness import FaithfulnessJudge
 from bench.judge.llm import LLMJudge
 from bench.judge.refusal import RefusalJudge
 from bench.judge.relevancy import AnswerRelevancyJudge
+from bench.metrics.base import QueryValue
 
 #: pointwise judges by name (the pairwise judge compares configs and runs on its own)
 JUDGES: dict[str, type[LLMJudge]] = {
@@ -47,6 +48,11 @@ class JudgeSuite:
 
     def cache_params(self) -> dict[str, object]:
         return {"suite": [j.cache_params() for j in self.judges]}
+
+    def values(self, verdicts: Sequence[Verdict]) -> list[QueryValue]:
+        """Per-query rows of every judge's metrics (``per_query.parquet`` shape)."""
+        metrics = {j.name: j.metrics for j in self.judges}
+        return [row for v in verdicts for row in v.values(metrics[v.judge])]
 
     def judge(self, items: Sequence[JudgeItem]) -> list[Verdict]:
         """Every judge's verdicts, judge by judge (``len(judges) * len(items)`` verdicts)."""

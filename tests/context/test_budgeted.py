@@ -131,3 +131,12 @@ def test_bad_options_name_the_key(key: str, value: object) -> None:
     with pytest.raises(ConfigError) as err:
         build(node, "context")
     assert err.value.key == f"context.{key}"
+
+
+def test_ranked_passages_from_columns() -> None:
+    from bench.context.base import ranked_passages
+
+    item = ranked_passages("q", "q?", ["d1", "d2"], [4, 9], ["a", "b"], [0.5, 0.25])
+    assert item.passages == (Passage("d1", 4, "a", 0.5), Passage("d2", 9, "b", 0.25))
+    with pytest.raises(ValueError):
+        ranked_passages("q", "q?", ["d1"], [], ["a"], [0.5])

@@ -132,6 +132,7 @@ def test_pairwise_both_orders_and_position_consistency() -> None:
     verdicts = PairwisePreferenceJudge(generator=gen).compare(items)
     assert [v.winner for v in verdicts] == ["cfgA", "tie", "tie", "cfgB"]
     assert [v.preference_a for v in verdicts] == [1.0, 0.5, 0.5, 0.0]
+    assert [v.value().value for v in verdicts] == [1.0, 0.5, 0.5, 0.0]
     rate = position_consistency(verdicts)
     assert (rate.numerator, rate.denominator, rate.rate) == (3, 4, 3 / 4)
     # the second order really swaps the answers
@@ -148,6 +149,7 @@ def test_pairwise_invalid_when_one_order_fails() -> None:
     assert v.status == "invalid" and v.preference_a is None
     assert [c.attempts for c in v.calls] == [1, 2]
     assert position_consistency([v]).rate is None
+    assert (v.value().value, v.value().status) == (0.0, "invalid")
 
 
 def test_suite_runs_each_judge_and_validates_names() -> None:
@@ -166,3 +168,26 @@ def test_suite_runs_each_judge_and_validates_names() -> None:
         build(OmegaConf.create({"_target_": "bench.judge.suite.JudgeSuite", "judges": ["x"]}),
               "judge", generator=gen)
     assert err.value.key == "judge.judges"
+
+
+def test_rows_for_per_query_parquet() -> None:
+    from bench.data.base import Query
+    from bench.generation.base import Generation
+    from bench.judge.base import judge_items
+
+    queries = [Query("q1", "What is X?", expected_answer="a cat"),
+               Query("q2", "Who?", must_abstain=True)]
+    gens = [Generation("q1", "X is a cat.", "ok", "stop", 5, 4, 1.0, 1.0, 9.0),
+            Generation("q2", "", "timeout", "timeout", 5, 0, None, None, 9.0)]
+    items = judge_items(queries, gens, [CTX, None])
+    assert items[0].answer == "X is a cat." and items[1].answer is None
+    assert items[1].must_abstain and items[0].reference == "a cat"
+    gen = ScriptedGenerator(queue(json.dumps({"reason": "r", "rating": 3})))
+    suite = JudgeSuite(generator=gen, judges=["answer_relevancy", "refusal"])
+    rows = suite.values(suite.judge(items))
+    assert [(r.query_id, r.metric, r.value, r.status) for r in rows] == [
+        ("q1", "answer_relevancy", 0.5, "scored"),
+        ("q2", "answer_relevancy", 0.0, "error"),
+        ("q1", "refusal_correct", 0.0, "not_applicable"),
+        ("q2", "refusal_correct", 0.0, "error"),
+    ]
