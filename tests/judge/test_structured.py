@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from pydantic import BaseModel
 from scripted import ScriptedGenerator, queue
 
@@ -71,3 +72,14 @@ def test_partition_errors() -> None:
     assert partition_errors(2, [1, 2], [2]) == "[2] in both supported and unsupported"
     assert partition_errors(2, [1, 2, 3], []) == "[3] out of range 1..2"
     assert partition_errors(0, [], []) is None
+
+
+@pytest.mark.slow  # importing xgrammar takes ~8 s here
+def test_every_judge_schema_compiles_for_guided_decoding() -> None:
+    xgr = pytest.importorskip("xgrammar")
+    from bench.judge.pairwise import PairwisePreferenceJudge
+    from bench.judge.suite import JUDGES
+
+    for cls in (*JUDGES.values(), PairwisePreferenceJudge):
+        for model in cls.schemas(cls.__new__(cls)):
+            assert xgr.Grammar.from_json_schema(schema_text(model)) is not None
