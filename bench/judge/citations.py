@@ -91,7 +91,8 @@ class CitationJudge(LLMJudge):
         self.quote = re.compile(_QUOTE % min_quote_chars)
         self.detector = AbstentionDetector(patterns=refusal_patterns)
 
-    def schemas(self) -> tuple[type[BaseModel], ...]:
+    @classmethod
+    def schemas(cls) -> tuple[type[BaseModel], ...]:
         return (Partition,)
 
     def cache_params(self) -> dict[str, object]:

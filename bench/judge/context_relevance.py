@@ -47,7 +47,8 @@ class ContextRelevanceJudge(LLMJudge):
     metrics = ("context_relevance",)
     prompts = (SYSTEM, USER)
 
-    def schemas(self) -> tuple[type[BaseModel], ...]:
+    @classmethod
+    def schemas(cls) -> tuple[type[BaseModel], ...]:
         return (PassageRelevance,)
 
     def judge(self, items: Sequence[JudgeItem]) -> list[Verdict]:

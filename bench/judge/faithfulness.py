@@ -3,7 +3,9 @@
 Score = supported claims / extracted claims. The verification must be a complete, disjoint
 partition of the extracted claims (every claim number in exactly one of ``supported`` /
 ``unsupported``); anything else is rejected and retried. An answer with no claims (a refusal,
-an empty answer) is ``no_claims``: excluded from the mean, never scored 1.0.
+an empty answer) is ``no_claims``: excluded from the mean, never scored 1.0. An answer that
+matches a refusal pattern is ``no_claims`` without asking the model (a small judge would
+otherwise extract "the assistant does not know" as a claim).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from bench.context.base import strip_citations
-from bench.generation.base import ChatMessage
+from bench.generation.base import ChatMessage, Generator
 from bench.judge.base import OK, JudgeItem, Verdict
 from bench.judge.llm import (
     LLMJudge,
@@ -24,6 +26,7 @@ from bench.judge.llm import (
     render_context,
 )
 from bench.judge.structured import JudgeSchema, Task
+from bench.metrics.answer import AbstentionDetector
 from bench.metrics.base import ERROR, NO_CLAIMS
 
 EXTRACT_SYSTEM = (
@@ -48,15 +51,36 @@ class Claims(JudgeSchema):
 
 
 class FaithfulnessJudge(LLMJudge):
+    """Extra option: ``refusal_patterns`` (empty: the defaults of
+    ``bench.metrics.answer.AbstentionDetector``)."""
+
     name = "faithfulness"
     metrics = ("faithfulness",)
     prompts = (EXTRACT_SYSTEM, EXTRACT_USER, VERIFY_SYSTEM, VERIFY_USER)
 
-    def schemas(self) -> tuple[type[BaseModel], ...]:
+    def __init__(self, *, generator: Generator, max_retries: int = 2, max_tokens: int = 512,
+                 temperature: float = 0.0, seed: int = 0, feedback: bool = True,
+                 refusal_patterns: Sequence[str] = ()) -> None:
+        super().__init__(generator=generator, max_retries=max_retries, max_tokens=max_tokens,
+                         temperature=temperature, seed=seed, feedback=feedback)
+        self.detector = AbstentionDetector(patterns=refusal_patterns)
+
+    def cache_params(self) -> dict[str, object]:
+        return {**super().cache_params(), "refusal_patterns": list(self.detector.patterns)}
+
+    @classmethod
+    def schemas(cls) -> tuple[type[BaseModel], ...]:
         return (Claims, Partition)
 
     def judge(self, items: Sequence[JudgeItem]) -> list[Verdict]:
-        asked = [i for i, it in enumerate(items) if it.answer is not None]
+        verdicts: dict[int, Verdict] = {}
+        asked = []
+        for i, it in enumerate(items):
+            if it.answer is not None and self.detector.abstains(strip_citations(it.answer)):
+                verdicts[i] = Verdict(it.query_id, self.name, NO_CLAIMS, (), (),
+                                      detail({"abstained": True}))
+            elif it.answer is not None:
+                asked.append(i)
         extract = self.caller(Claims).run([
             Task(items[i].query_id, (
                 ChatMessage("system", EXTRACT_SYSTEM),
@@ -65,7 +89,6 @@ class FaithfulnessJudge(LLMJudge):
             for i in asked
         ], "extract")
         claims_of: dict[int, list[str]] = {}
-        verdicts: dict[int, Verdict] = {}
         for i, (obj, call) in zip(asked, extract, strict=True):
             it = items[i]
             if obj is None:

@@ -101,7 +101,8 @@ class LLMJudge:
         return StructuredCaller(self.generator, model, max_retries=self.max_retries,
                                 sampling=self.sampling, feedback=self.feedback)
 
-    def schemas(self) -> tuple[type[BaseModel], ...]:
+    @classmethod
+    def schemas(cls) -> tuple[type[BaseModel], ...]:
         return ()
 
     def judge(self, items: Sequence[JudgeItem]) -> list[Verdict]:

@@ -42,7 +42,8 @@ class PairwisePreferenceJudge(LLMJudge):
     metrics = ("pairwise_preference",)
     prompts = (SYSTEM, USER)
 
-    def schemas(self) -> tuple[type[BaseModel], ...]:
+    @classmethod
+    def schemas(cls) -> tuple[type[BaseModel], ...]:
         return (Preference,)
 
     def compare(self, items: Sequence[PairItem]) -> list[PairVerdict]:

@@ -49,7 +49,8 @@ class RefusalJudge(LLMJudge):
         self.patterns_first = patterns_first
         self.detector = AbstentionDetector(patterns=refusal_patterns)
 
-    def schemas(self) -> tuple[type[BaseModel], ...]:
+    @classmethod
+    def schemas(cls) -> tuple[type[BaseModel], ...]:
         return (Refusal,)
 
     def cache_params(self) -> dict[str, object]:

@@ -35,7 +35,8 @@ class AnswerRelevancyJudge(LLMJudge):
     metrics = ("answer_relevancy",)
     prompts = (SYSTEM, USER)
 
-    def schemas(self) -> tuple[type[BaseModel], ...]:
+    @classmethod
+    def schemas(cls) -> tuple[type[BaseModel], ...]:
         return (Rating,)
 
     def judge(self, items: Sequence[JudgeItem]) -> list[Verdict]:

@@ -68,9 +68,12 @@ def test_retry_that_succeeds_counts_as_first_attempt_invalid() -> None:
 
 def test_no_claims_is_not_scored() -> None:
     gen = ScriptedGenerator(queue(json.dumps({"claims": [" "]})))
-    [v] = FaithfulnessJudge(generator=gen).judge([_item(answer="I don't know.")])
+    [v] = FaithfulnessJudge(generator=gen).judge([_item(answer="Well, hmm.")])
     assert v.status == "no_claims" and v.score("faithfulness") is None
     assert len(gen.requests) == 1  # no verification call
+    # a refusal has no claims and needs no judge call
+    [r] = FaithfulnessJudge(generator=gen).judge([_item(answer="I don't know [doc:d1].")])
+    assert r.status == "no_claims" and r.calls == () and len(gen.requests) == 1
     [row] = v.values(("faithfulness",))
     assert (row.value, row.status) == (0.0, "no_claims")
 

@@ -77,9 +77,11 @@ def test_partition_errors() -> None:
 @pytest.mark.slow  # importing xgrammar takes ~8 s here
 def test_every_judge_schema_compiles_for_guided_decoding() -> None:
     xgr = pytest.importorskip("xgrammar")
+    from bench.judge.llm import LLMJudge
     from bench.judge.pairwise import PairwisePreferenceJudge
     from bench.judge.suite import JUDGES
 
-    for cls in (*JUDGES.values(), PairwisePreferenceJudge):
-        for model in cls.schemas(cls.__new__(cls)):
+    classes: list[type[LLMJudge]] = [*JUDGES.values(), PairwisePreferenceJudge]
+    for cls in classes:
+        for model in cls.schemas():
             assert xgr.Grammar.from_json_schema(schema_text(model)) is not None
