@@ -1,35 +1,221 @@
-"""Records and Protocol of the `judge` stage.
+"""Records and Protocols of the `judge` stage.
 
-A judge returns a ``Verdict`` per answer. Output that fails the judge's schema is retried a
-bounded number of times, then recorded with status ``invalid`` — counted in completion
-accounting, never dropped and never NaN. ``conf/judge/none.yaml`` disables the stage.
+A judge reads answers with the context they were generated from and returns one ``Verdict``
+per answer. Every judge call is schema-guided on every backend: a Pydantic model gives the
+JSON Schema text carried by ``GenerationRequest.json_schema`` (vLLM structured outputs,
+xgrammar on CPU) and parses the raw output. Output that fails the schema or the judge's own
+validator (e.g. a claim partition with an overlap) is retried a bounded number of times, then
+recorded ``invalid`` — counted in completion accounting, never dropped and never NaN. Each
+call keeps its raw outputs (``JudgeCall.raw``) so a verdict can be audited and the
+schema-validity rate of first attempts measured (:func:`schema_validity`).
 
-Adding a judge: implement ``Judge`` in a module here, add ``conf/judge/<name>.yaml``.
+Verdict statuses: ``ok``; ``invalid`` (schema/validator failed on every attempt);
+``no_claims`` (nothing to judge: excluded from the mean, never 1.0); ``error`` (the generation
+backend failed, or the answer itself was never generated); ``not_applicable`` (e.g. refusal
+correctness on an answerable query).
+
+Adding a judge: subclass ``bench.judge.llm.LLMJudge`` (or implement ``Judge``) in a module
+here, declare its metric names in ``bench/metrics/registry.py``, add
+``conf/judge/<name>.yaml`` and a name in ``bench.judge.suite.JUDGES``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from bench.context.base import Context
+from bench.data.base import Query
 from bench.generation.base import Generation
+from bench.metrics.base import (
+    ERROR,
+    INVALID,
+    NO_CLAIMS,
+    NOT_APPLICABLE,
+    SCORED,
+    QueryValue,
+)
+
+OK = "ok"
+VERDICT_STATUSES = (OK, INVALID, NO_CLAIMS, ERROR, NOT_APPLICABLE)
+
+
+@dataclass(frozen=True)
+class JudgeCall:
+    """One structured question to the judge model, with every attempt it took.
+
+    ``status``: ok | invalid | error. ``first_valid``: the first raw output passed the schema
+    and the validator. ``raw`` / ``errors``: each attempt's output and why it was rejected
+    ("" for the accepted one)."""
+
+    step: str
+    status: str
+    attempts: int
+    first_valid: bool
+    raw: tuple[str, ...]
+    errors: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """``status``: ok | invalid | no_claims. ``scores`` holds named sub-scores in [0, 1]."""
+    """One judge's verdict on one answer. ``scores``: (metric, value in [0, 1]) of an ``ok``
+    verdict; a metric the judge declares but leaves out is undefined for this answer (e.g.
+    citation precision with no citation). ``detail``: JSON of what was accepted (claims,
+    partitions), for audits."""
 
     query_id: str
+    judge: str
     status: str
     scores: tuple[tuple[str, float], ...]
-    attempts: int
-    raw: str
+    calls: tuple[JudgeCall, ...]
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in VERDICT_STATUSES:
+            raise ValueError(f"unknown verdict status {self.status!r}")
+        for name, value in self.scores:
+            if not 0.0 <= value <= 1.0:  # also rejects NaN
+                raise ValueError(f"{self.judge} {name} of {self.query_id}: {value} not in [0, 1]")
+
+    @property
+    def attempts(self) -> int:
+        return sum(c.attempts for c in self.calls)
+
+    @property
+    def raw(self) -> tuple[str, ...]:
+        return tuple(r for c in self.calls for r in c.raw)
+
+    def score(self, metric: str) -> float | None:
+        return dict(self.scores).get(metric)
+
+    def values(self, metrics: Sequence[str]) -> list[QueryValue]:
+        """Per-query rows for ``metrics``: ``scored`` for a score of an ok verdict, otherwise
+        the verdict's status (``not_applicable`` for a metric an ok verdict left undefined)."""
+        got = dict(self.scores)
+        out = []
+        for m in metrics:
+            if self.status == OK:
+                out.append(QueryValue(self.query_id, m, got[m], SCORED) if m in got
+                           else QueryValue(self.query_id, m, 0.0, NOT_APPLICABLE))
+            else:
+                out.append(QueryValue(self.query_id, m, 0.0, self.status))
+        return out
+
+
+@dataclass(frozen=True)
+class JudgeItem:
+    """One answer to judge. ``answer`` None: the generation failed (verdict ``error``, no
+    judge call). ``context``: what the generator saw (None for closed-book answers)."""
+
+    query_id: str
+    query: str
+    answer: str | None
+    context: Context | None = None
+    must_abstain: bool = False
+    reference: str | None = None
+
+
+def judge_items(queries: Sequence[Query], answers: Sequence[Generation],
+                contexts: Sequence[Context | None]) -> list[JudgeItem]:
+    """Pair golden queries with their generations and contexts (same order); a generation
+    whose status is not ``ok`` gives ``answer=None`` (its verdicts are ``error``)."""
+    if not len(queries) == len(answers) == len(contexts):
+        raise ValueError("queries, answers and contexts differ in length")
+    return [
+        JudgeItem(query_id=q.query_id, query=q.text, answer=g.text if g.status == "ok" else None,
+                  context=c, must_abstain=q.must_abstain, reference=q.expected_answer)
+        for q, g, c in zip(queries, answers, contexts, strict=True)
+    ]
 
 
 class Judge(Protocol):
+    """A pointwise judge: batch-first, one ``Verdict`` per item, same order."""
+
+    #: short name (``faithfulness``), recorded in each verdict and in calibration files
+    name: str
+    #: per-query metric names it emits (declared in bench/metrics/registry.py)
+    metrics: tuple[str, ...]
+
+    def cache_params(self) -> dict[str, object]:
+        """Judge model identity, prompts, schema and retry budget."""
+        ...
+
+    def judge(self, items: Sequence[JudgeItem]) -> list[Verdict]: ...
+
+
+@dataclass(frozen=True)
+class PairItem:
+    """Two configs' answers to the same query, to be compared."""
+
+    query_id: str
+    query: str
+    config_a: str
+    answer_a: str
+    config_b: str
+    answer_b: str
+    context: Context | None = None
+
+
+@dataclass(frozen=True)
+class PairVerdict:
+    """``winner``: config_a | config_b | "tie" ("" unless ok). A verdict that flips with the
+    presentation order is a tie with ``consistent`` False."""
+
+    query_id: str
+    config_a: str
+    config_b: str
+    status: str
+    winner: str
+    consistent: bool
+    calls: tuple[JudgeCall, ...]
+
+    def value(self) -> QueryValue:
+        """The per-query ``pairwise_preference`` row of config_a (config_b's is 1 - it)."""
+        pref = self.preference_a
+        if pref is None:
+            return QueryValue(self.query_id, "pairwise_preference", 0.0, self.status)
+        return QueryValue(self.query_id, "pairwise_preference", pref, SCORED)
+
+    @property
+    def preference_a(self) -> float | None:
+        """1 when config_a won, 0.5 on a tie, 0 when it lost; None unless ok."""
+        if self.status != OK:
+            return None
+        return 1.0 if self.winner == self.config_a else 0.5 if self.winner == "tie" else 0.0
+
+
+class PairwiseJudge(Protocol):
+    """A judge of preferences between two answers (asked in both orders)."""
+
+    name: str
+
     def cache_params(self) -> dict[str, object]: ...
 
-    def judge(
-        self, queries: Sequence[str], answers: Sequence[Generation], contexts: Sequence[str]
-    ) -> list[Verdict]: ...
+    def compare(self, items: Sequence[PairItem]) -> list[PairVerdict]: ...
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A ratio with its counts (None: empty denominator)."""
+
+    rate: float | None
+    numerator: int
+    denominator: int
+
+
+def schema_validity(calls: Iterable[JudgeCall]) -> Rate:
+    """Judge calls whose FIRST raw output was valid / judge calls (before any retry). Calls
+    that never reached the model's output (generation errors) count as invalid."""
+    n = valid = 0
+    for c in calls:
+        n += 1
+        valid += c.first_valid
+    return Rate(valid / n if n else None, valid, n)
+
+
+def position_consistency(verdicts: Iterable[PairVerdict]) -> Rate:
+    """Pairwise verdicts that agree in both orders / ok pairwise verdicts."""
+    ok = [v for v in verdicts if v.status == OK]
+    n_c = sum(v.consistent for v in ok)
+    return Rate(n_c / len(ok) if ok else None, n_c, len(ok))

@@ -153,3 +153,34 @@ class Evaluation:
             qid: {name: col[i] for name, col in cols.items()}
             for i, qid in enumerate(self.query_ids)
         }
+
+
+#: Per-query statuses of answer and judge metrics. Only ``scored`` values enter a mean; every
+#: other status is counted in completion accounting (README: n_invalid, n_no_claims, ...).
+SCORED = "scored"
+NO_CLAIMS = "no_claims"  # nothing to score (no extracted claims / no required claims)
+NO_REFERENCE = "no_reference"  # the query has no reference to compare against
+NOT_APPLICABLE = "not_applicable"  # the metric does not apply (e.g. refusal on answerable)
+INVALID = "invalid"  # the judge's output failed its schema after every retry
+ERROR = "error"  # the generation backend failed (timeout, server error)
+STATUSES = (SCORED, NO_CLAIMS, NO_REFERENCE, NOT_APPLICABLE, INVALID, ERROR)
+
+
+@dataclass(frozen=True)
+class QueryValue:
+    """One per-query metric value, the shape of a ``per_query.parquet`` row (less config/run).
+
+    ``value`` is 0.0 whenever ``status`` is not ``scored``: it is never NaN, and a reader must
+    filter on ``status`` before averaging.
+    """
+
+    query_id: str
+    metric: str
+    value: float
+    status: str
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r}; expected one of {STATUSES}")
+        if self.value != self.value:  # NaN must never reach a table
+            raise ValueError(f"{self.metric} of {self.query_id}: NaN value")

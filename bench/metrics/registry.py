@@ -94,7 +94,7 @@ def valid_names() -> str:
     return ", ".join(shown)
 
 
-_NAME = re.compile(r"^([a-z_]+)(?:@(\d+))?$")
+_NAME = re.compile(r"^([a-z][a-z0-9_]*)(?:@(\d+))?$")  # token_f1 has a digit
 
 
 def parse_metric(name: str) -> MetricSpec:
@@ -176,3 +176,37 @@ register(
         "tie-tolerant |ANN top-K ∩ exact top-K| / K",
     )
 )
+
+# Answer metrics: deterministic checks (bench/metrics/answer.py), one value per query with a
+# status; only `scored` rows enter a mean (no_reference / no_claims / not_applicable rows are
+# counted, never averaged as 0 or 1).
+for _family, _desc in (
+    ("exact_match", "normalised answer equals a reference answer (SQuAD normalisation)"),
+    ("token_f1", "best token F1 against the reference answers (SQuAD normalisation)"),
+    ("claims_coverage", "required claims the answer covers / required claims"),
+    ("number_match", "reference numbers found in the answer within tolerance / reference numbers"),
+    ("identifier_match", "reference identifiers found after normalisation / reference ids"),
+    ("quantity_match", "reference amounts (currency, units) matched after conversion / amounts"),
+    ("answer_correct", "1 when the configured correctness rule holds (feeds answered_accuracy)"),
+    ("abstained", "1 when the answer abstains (refusal patterns); coverage is 1 - its mean"),
+):
+    register(MetricFamily(_family, True, "fraction", "mean", "none", _desc))
+
+# LLM-judge metrics (bench/judge/): per-query values of `ok` verdicts only; invalid and
+# no_claims verdicts are counted in completion accounting, never averaged.
+for _family, _desc in (
+    ("faithfulness", "claims supported by the context / extracted claims"),
+    ("answer_relevancy", "judge rating of how well the answer addresses the question, 0..1"),
+    ("context_relevance", "supplied passages the judge finds relevant / supplied passages"),
+    ("citation_precision", "citations that exist in the context and support their sentence"),
+    ("citation_recall", "answer sentences with a supporting citation / answer sentences"),
+    ("citation_coverage", "distinct cited documents / distinct supplied documents"),
+    ("refusal_correct", "1 when a must-abstain query was refused"),
+    ("pairwise_preference", "1 win, 0.5 tie, 0 loss of the config against the other, both orders"),
+):
+    register(MetricFamily(_family, True, "fraction", "mean", "none", _desc))
+for _family, _desc in (
+    ("position_consistency", "pairwise verdicts that agree in both presentation orders"),
+    ("judge_schema_validity", "judge calls whose first raw output passed schema and validator"),
+):
+    register(MetricFamily(_family, True, "fraction", "ratio", "none", _desc))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,30 @@ HARDWARE = {("telemetry", "nvml")}
 LOCAL_FILES = {("reranker", "flashrank"): "reranker.cache_dir"}
 # Options whose package lives in an optional extra; without it building fails in one line.
 EXTRAS = {("generator", "vllm"): "vllm"}
-RUNTIME = {"embedder": {"device": "cpu"}, "index": {"device": "cpu"}, "reranker": {"device": "cpu"}}
+
+
+class _NoGenerator:
+    """Judges take their model's backend at build time; building must not call it."""
+
+    def cache_params(self) -> dict[str, object]:
+        return {"backend": "none"}
+
+    def count_tokens(self, text: str) -> int:
+        raise AssertionError("not called when building")
+
+    def generate(self, requests: object) -> list[object]:
+        raise AssertionError("not called when building")
+
+    def close(self) -> None:
+        pass
+
+
+RUNTIME: dict[str, dict[str, Any]] = {
+    "embedder": {"device": "cpu"},
+    "index": {"device": "cpu"},
+    "reranker": {"device": "cpu"},
+    "judge": {"generator": _NoGenerator()},
+}
 
 
 def _has_gpu() -> bool:

@@ -1,0 +1,205 @@
+"""``python -m bench.calibrate LABELS VERDICTS``: judge agreement with human labels.
+
+Both files are JSONL, one object per line:
+
+- LABELS (human verdicts): ``query_id``, ``judge``, ``label``, ``category``;
+- VERDICTS (the judge's): ``query_id``, ``judge``, ``label`` and optionally ``status``
+  (default ``ok``; any other status — invalid, error, no_claims — is counted, not compared).
+  :func:`verdict_rows` writes them from ``Verdict`` records.
+
+Labels are compared as strings (``true``/``false`` for JSON booleans). Per judge, overall and
+per category: n compared, raw agreement, Cohen's kappa (None when undefined: both raters used
+one single label) and the confusion matrix (rows: human label, columns: judge label), plus the
+human-labelled items without a usable verdict. A malformed line stops with ``file:line: what
+is wrong`` and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.errors import InputError
+from bench.judge.base import OK, Verdict
+from bench.metrics.cli import OneLineParser, format_table, run_cli
+
+
+@dataclass(frozen=True)
+class LabelRow:
+    query_id: str
+    judge: str
+    label: str
+    category: str  # "" in verdict files
+    status: str
+    line: int
+
+
+def _label(value: object) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | str):
+        return str(value)
+    return None
+
+
+def read_rows(path: str | Path, *, human: bool) -> list[LabelRow]:
+    """Rows of a labels (``human``) or verdicts file; InputError names file:line."""
+    rows: list[LabelRow] = []
+    seen: dict[tuple[str, str], int] = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(path, n, f"not valid JSON: {exc.msg}") from None
+            if not isinstance(obj, dict):
+                raise InputError(path, n, "expected a JSON object")
+            need = ("query_id", "judge", "label", "category") if human else ("query_id", "judge")
+            for key in need:
+                if key not in obj:
+                    raise InputError(path, n, f"missing field {key!r}")
+            for key in ("query_id", "judge", "category", "status"):
+                if key in obj and not isinstance(obj[key], str):
+                    raise InputError(path, n, f"field {key!r} must be a string")
+            status = obj.get("status", OK)
+            label = _label(obj.get("label"))
+            if label is None and (human or status == OK):
+                raise InputError(path, n, "field 'label' must be a string, integer or boolean")
+            ident = (str(obj["query_id"]), str(obj["judge"]))
+            if ident in seen:
+                raise InputError(path, n, f"query {ident[0]!r} judge {ident[1]!r} repeats "
+                                          f"line {seen[ident]}")
+            seen[ident] = n
+            rows.append(LabelRow(obj["query_id"], obj["judge"], label or "",
+                                 obj.get("category", ""), status, n))
+    if not rows:
+        raise InputError(path, 0, "no rows")
+    return rows
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Agreement of one judge with human labels over one scope (``all`` or a category)."""
+
+    judge: str
+    scope: str
+    n: int  # pairs compared (human label and an ok verdict)
+    n_no_verdict: int  # labelled, but no verdict row
+    n_not_ok: int  # labelled, verdict not ok (invalid, error, no_claims...)
+    agreement: float | None
+    kappa: float | None
+    labels: tuple[str, ...]
+    confusion: tuple[tuple[int, ...], ...]  # [human][judge]
+
+
+def cohen_kappa(confusion: Sequence[Sequence[int]]) -> float | None:
+    """Cohen's kappa of a square confusion matrix: (p_o - p_e) / (1 - p_e); None when there
+    is no pair or p_e = 1 (both raters used one single label)."""
+    n = sum(map(sum, confusion))
+    if n == 0:
+        return None
+    k = len(confusion)
+    p_o = sum(confusion[i][i] for i in range(k)) / n
+    rows = [sum(confusion[i]) / n for i in range(k)]
+    cols = [sum(confusion[i][j] for i in range(k)) / n for j in range(k)]
+    p_e = sum(r * c for r, c in zip(rows, cols, strict=True))
+    if p_e >= 1.0:
+        return None
+    return (p_o - p_e) / (1 - p_e)
+
+
+def _agreement(judge: str, scope: str, pairs: list[tuple[LabelRow, LabelRow | None]]
+               ) -> Agreement:
+    compared = [(h, v) for h, v in pairs if v is not None and v.status == OK]
+    labels = tuple(sorted({h.label for h, _ in compared} | {v.label for _, v in compared}))
+    index = {lab: i for i, lab in enumerate(labels)}
+    matrix = [[0] * len(labels) for _ in labels]
+    for h, v in compared:
+        matrix[index[h.label]][index[v.label]] += 1
+    n = len(compared)
+    agree = sum(matrix[i][i] for i in range(len(labels)))
+    return Agreement(
+        judge=judge, scope=scope, n=n,
+        n_no_verdict=sum(v is None for _, v in pairs),
+        n_not_ok=sum(v is not None and v.status != OK for _, v in pairs),
+        agreement=agree / n if n else None, kappa=cohen_kappa(matrix), labels=labels,
+        confusion=tuple(tuple(r) for r in matrix),
+    )
+
+
+def calibrate(labels: Sequence[LabelRow], verdicts: Sequence[LabelRow]) -> list[Agreement]:
+    """Per judge: the ``all`` scope, then each category (sorted)."""
+    by_key = {(v.query_id, v.judge): v for v in verdicts}
+    out = []
+    for judge in sorted({h.judge for h in labels}):
+        pairs = [(h, by_key.get((h.query_id, h.judge))) for h in labels if h.judge == judge]
+        out.append(_agreement(judge, "all", pairs))
+        for cat in sorted({h.category for h, _ in pairs}):
+            out.append(_agreement(judge, f"category:{cat}",
+                                  [(h, v) for h, v in pairs if h.category == cat]))
+    return out
+
+
+def verdict_rows(verdicts: Iterable[Verdict], metric: str, *, threshold: float = 0.5,
+                 labels: tuple[str, str] = ("true", "false")) -> list[dict[str, object]]:
+    """Verdict-file rows: ``labels[0]`` when the verdict's ``metric`` >= ``threshold``, else
+    ``labels[1]``; verdicts that are not ok (or lack the metric) keep their status."""
+    rows: list[dict[str, object]] = []
+    for v in verdicts:
+        score = v.score(metric) if v.status == OK else None
+        status = v.status if v.status != OK or score is not None else "not_applicable"
+        label = None if score is None else labels[0] if score >= threshold else labels[1]
+        rows.append({"query_id": v.query_id, "judge": v.judge, "label": label,
+                     "status": status})
+    return rows
+
+
+def _parser() -> OneLineParser:
+    p = OneLineParser(prog="python -m bench.calibrate", description=__doc__.splitlines()[0])
+    p.add_argument("labels", type=Path, help="human labels JSONL (query_id, judge, label, "
+                                             "category)")
+    p.add_argument("verdicts", type=Path, help="judge verdicts JSONL (query_id, judge, label, "
+                                               "[status])")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    return p
+
+
+def _table(results: Sequence[Agreement]) -> str:
+    parts = [format_table(
+        ["judge", "scope", "n", "agreement", "kappa", "no_verdict", "not_ok"],
+        [[a.judge, a.scope, a.n, a.agreement, a.kappa, a.n_no_verdict, a.n_not_ok]
+         for a in results])]
+    for a in results:
+        if a.labels:
+            parts.append(f"{a.judge} {a.scope}: rows human label, columns judge label\n"
+                         + format_table(["human \\ judge", *a.labels],
+                                        [[lab, *row] for lab, row in zip(a.labels, a.confusion,
+                                                                         strict=True)]))
+    return "\n\n".join(parts)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = _parser().parse_args(argv)
+    labels = read_rows(args.labels, human=True)
+    verdicts = read_rows(args.verdicts, human=False)
+    results = calibrate(labels, verdicts)
+    if all(a.n == 0 for a in results if a.scope == "all"):
+        raise InputError(args.verdicts, 0, "no labelled (query_id, judge) has an ok verdict")
+    if args.format == "json":
+        print(json.dumps([a.__dict__ for a in results], indent=2))
+    else:
+        print(_table(results))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code (0, or 2 on any input or usage error)."""
+    return run_cli(_main, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
