@@ -14,7 +14,6 @@ configs) for ``plan_only=true``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -220,6 +219,3 @@ def plan(comps: Components, dataset: Dataset, *, device: str, relevance_level: i
     return Plan(data, chunk, chunk_stats, embed_docs, embed_queries, index, exact,
                 tuple(specs), dense)
 
-
-def short_hash(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:10]
