@@ -80,7 +80,8 @@ def _run(args: argparse.Namespace) -> int:
         rep = gc(ArtifactStore(root), tmp_age_s=args.tmp_age, older_than_days=args.older_than,
                  keep=keep, keep_quarantine=args.keep_quarantine, dry_run=args.dry_run)
         for what, path, size in rep.removed:
-            print(f"{'would remove' if args.dry_run else 'removed'} {what:12s} {_mib(size)}  {path}")
+            verb = "would remove" if args.dry_run else "removed"
+            print(f"{verb} {what:12s} {_mib(size)}  {path}")
         print(f"{len(rep.removed)} entries, {rep.bytes / 2**20:.2f} MiB"
               f"{' (dry run)' if args.dry_run else ''}; {rep.kept_live_tmps} temp folders in use")
         return 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import mmap
 import os
 from collections.abc import Mapping
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ ALGO = "xxh3_128"
 _CHUNK = 8 << 20
 
 
-class VerifyMode(str, Enum):
+class VerifyMode(StrEnum):
     """How much a load checks: ``full`` sizes + digests, ``size`` sizes only, ``off`` nothing."""
 
     FULL = "full"
@@ -93,5 +93,6 @@ def check(directory: Path, meta: Mapping[str, Any], mode: VerifyMode) -> str | N
         except OSError as exc:
             return f"{rel}: unreadable ({exc.strerror or exc})"
         if got != rec.get("hash"):
-            return f"{rel}: {ALGO} {got[:12]}.. differs from the recorded {str(rec.get('hash'))[:12]}.."
+            want = str(rec.get("hash"))[:12]
+            return f"{rel}: {ALGO} {got[:12]}.. differs from the recorded {want}.."
     return None

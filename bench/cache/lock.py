@@ -14,6 +14,7 @@ Publishing stays an atomic rename: even a holder that lost its lock (a heartbeat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -181,10 +182,8 @@ class KeyLock:
         except FileNotFoundError:
             pass
         finally:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 guard.unlink()
-            except FileNotFoundError:
-                pass
 
     # -- holding ---------------------------------------------------------------------------
     def _start_heartbeat(self) -> None:
@@ -216,10 +215,8 @@ class KeyLock:
         self.held = False
         owner = read_owner(self.path)
         if owner is not None and owner.token == self.token:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
-            except FileNotFoundError:
-                pass
 
     def __enter__(self) -> KeyLock:
         self.acquire()
