@@ -75,6 +75,11 @@ def check(directory: Path, meta: Mapping[str, Any], mode: VerifyMode) -> str | N
     if block.get("algo") != ALGO:
         return f"unknown checksum algorithm {block.get('algo')!r}"
     files: Mapping[str, Any] = block["files"]
+    # A file the manifest does not list could be read by a loader unchecked.
+    extra = sorted({p.relative_to(directory).as_posix() for p in artifact_files(directory)}
+                   - set(files))
+    if extra:
+        return f"{extra[0]}: not listed in the checksums"
     # All sizes before any digest: a truncated file is found without reading anything.
     for rel, rec in files.items():
         path = directory / rel

@@ -70,7 +70,7 @@ def test_damage_is_detected_quarantined_rebuilt(tmp_path: Path, name: str, damag
     assert computations(tmp_path)[("s", KEY)] == 2
 
 
-@pytest.mark.parametrize("meta_damage", ["delete", "garbage", "no_checksums"])
+@pytest.mark.parametrize("meta_damage", ["delete", "garbage", "no_checksums", "emptied_list"])
 def test_missing_or_bad_meta_is_rebuilt(tmp_path: Path, meta_damage: str) -> None:
     store = ArtifactStore(tmp_path)
     _resolve(store)
@@ -81,7 +81,10 @@ def test_missing_or_bad_meta_is_rebuilt(tmp_path: Path, meta_damage: str) -> Non
         meta.write_bytes(b"\x00" * 10)
     else:
         rec = json.loads(meta.read_text())
-        del rec["integrity"]
+        if meta_damage == "no_checksums":
+            del rec["integrity"]
+        else:  # a manifest that lists nothing must not vouch for the files
+            rec["integrity"]["files"] = {}
         meta.write_text(json.dumps(rec))
     assert _resolve(store) == (EXPECTED, False)
     assert [e["event"] for e in read_events(tmp_path)] == ["miss", "quarantine", "miss"]
