@@ -78,3 +78,22 @@ def test_report_lists_failed_killed_and_unstarted_jobs(tmp_path: Path) -> None:
     assert status["exit_code"] == EXIT_SWEEP_INCOMPLETE == 4
     assert [u["status"] for u in status["unfinished"]] == ["failed", "killed", "not started"]
     assert sweep_main([str(tmp_path)]) == 4
+
+
+def test_error_after_a_time_limit_signal_is_a_timeout(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    calls: list[int] = []
+    prev = signal.signal(signal.SIGUSR2, lambda s, f: calls.append(s))  # e.g. submitit's handler
+    try:
+        def work() -> _Res:
+            os.kill(os.getpid(), signal.SIGUSR2)
+            raise ImportError("interrupted")
+
+        st = run_isolated(work, tmp_path)
+    finally:
+        signal.signal(signal.SIGUSR2, prev)
+    assert calls == [signal.SIGUSR2]  # the scheduler's own handler still ran
+    assert st.error_type == "Timeout"
+    assert st.error == "SIGUSR2 received (time limit or preemption), then ImportError: interrupted"
