@@ -15,6 +15,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from bench.config.schema import register
@@ -30,6 +31,12 @@ def _hydra_entry(cfg: DictConfig) -> None:
     from bench.pipeline.run import run  # heavy imports after argument parsing
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    if HydraConfig.get().mode == RunMode.MULTIRUN:
+        # One failing job must not stop the sweep: record it, the sweep report counts it.
+        from bench.report.jobs import run_isolated
+
+        run_isolated(lambda: run(cfg, run_dir), run_dir)
+        return
     try:
         result = run(cfg, run_dir)
     except BenchError as exc:
@@ -74,6 +81,12 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except Exception as exc:
         line = _config_error_line(exc)
+        if line is None and not user_wants_trace:
+            from bench.report.sweep import finish_after_launcher_error
+
+            code = finish_after_launcher_error(exc)
+            if code is not None:
+                sys.exit(code)
         if line is None or user_wants_trace:
             raise
         print(f"bench: config error: {line}", file=sys.stderr)

@@ -4,6 +4,12 @@ Runs as a Hydra callback at the end of ``python -m bench -m ...`` (any launcher:
 joblib, submitit/SLURM, Ray), and by hand with ``python -m bench.report.sweep SWEEP_DIR`` —
 e.g. after cluster jobs finished separately. A job folder without ``run.json`` is counted as
 missing (a failed or unfinished job), never silently left out.
+
+Failures: each job's ``job_status.json`` (bench/report/jobs.py) says whether it failed (with
+its one-line error), was killed before finishing (status still ``running``: timeout, OOM
+killer, lost node) or never started. They are listed in the report and in
+``sweep_status.json``, and the sweep's exit code is 4 (``EXIT_SWEEP_INCOMPLETE``) when any
+job did not finish, else 3 when some job failed a release gate, else 0.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +29,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from bench.errors import BenchError
+from bench.report.jobs import EXIT_SWEEP_INCOMPLETE, read_status
 from bench.report.pareto import pareto_front
 from bench.results.write import atomic_write_bytes, write_table
 
@@ -64,8 +72,10 @@ def collect(sweep_dir: Path, metric: str) -> tuple[list[dict[str, Any]], list[st
     jobs = sorted((p for p in sweep_dir.iterdir() if p.is_dir() and not p.name.startswith(".")),
                   key=lambda p: (len(p.name), p.name))
     for job in jobs:
-        if not (job / "run.json").is_file():
-            if (job / ".hydra").is_dir():
+        status = read_status(job)
+        failed = status is not None and status.status in ("failed", "running")
+        if failed or not (job / "run.json").is_file():
+            if failed or (job / ".hydra").is_dir():
                 missing.append(job.name)
             continue
         summary = pq.read_table(job / "summary.parquet").to_pylist()
@@ -91,6 +101,41 @@ def collect(sweep_dir: Path, metric: str) -> tuple[list[dict[str, Any]], list[st
     for r in rows:
         r["on_pareto_front"] = bool(next(flags)) if r["mean"] is not None and r["p95_ms"] else False
     return rows, missing
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    """A job of the sweep without results: why, and its error when it raised one."""
+
+    job: str
+    overrides: str
+    status: str  # failed | killed | not started
+    error_type: str | None
+    error: str
+
+
+def unfinished(sweep_dir: Path, names: list[str]) -> list[Unfinished]:
+    out = []
+    for name in names:
+        job = sweep_dir / name
+        st = read_status(job)
+        if st is None:
+            out.append(Unfinished(name, _overrides(job), "not started", None,
+                                  "no job_status.json: never started, or killed before starting"))
+        elif st.status == "running":
+            out.append(Unfinished(name, _overrides(job), "killed", None,
+                                  f"started on {st.host} (pid {st.pid}) and never finished: "
+                                  "timeout, out of memory or lost node; see the job's log"))
+        else:
+            out.append(Unfinished(name, _overrides(job), st.status, st.error_type,
+                                  st.error or ""))
+    return out
+
+
+def sweep_exit_code(sweep_dir: Path) -> int:
+    """4 if any job did not finish, else 3 if any job failed a gate, else 0."""
+    status = json.loads((sweep_dir / "sweep_status.json").read_text())
+    return int(status["exit_code"])
 
 
 def write_sweep_report(sweep_dir: Path, *, metric: str = "ndcg@10",
@@ -119,6 +164,20 @@ def write_sweep_report(sweep_dir: Path, *, metric: str = "ndcg@10",
             f"{_f(r['p95_ms'], 2)} | "
             f"{_f(None if r['index_bytes'] is None else r['index_bytes'] / 2**20, 1)} | "
             f"{_f(r['build_s'], 2)} | {'★' if r['on_pareto_front'] else ''} |")
+    failures = unfinished(sweep_dir, missing)
+    gates = {r["job"]: st.failed_gates for r in rows
+             if (st := read_status(sweep_dir / r["job"])) is not None and st.failed_gates}
+    if failures:
+        lines += ["", "## Failed or unfinished jobs", "",
+                  "| job | overrides | status | error |", "|---|---|---|---|"]
+        lines += [f"| {f.job} | `{f.overrides}` | {f.status} | "
+                  f"{(f.error_type + ': ') if f.error_type else ''}{_cell(f.error)} |"
+                  for f in failures]
+    if gates:
+        lines += ["", "## Failed release gates", ""]
+        lines += [f"- job {job}: {g}" for job, gs in gates.items() for g in gs]
+    code = EXIT_SWEEP_INCOMPLETE if failures else 3 if gates else 0
+    lines += ["", f"Sweep exit code: {code} ({_MEANING[code]})."]
     lines += ["", f"Pareto (★): no other config has at least as high {metric} and at least as "
               "low p95 single-query latency, and is strictly better on one.", ""]
     plot = _plot(rows, sweep_dir / "sweep_pareto.png", metric)
@@ -131,8 +190,20 @@ def write_sweep_report(sweep_dir: Path, *, metric: str = "ndcg@10",
     out = sweep_dir / "sweep_report.md"
     atomic_write_bytes(out, "\n".join(lines).encode())
     (sweep_dir / "sweep_missing.json").write_text(json.dumps(missing))
+    atomic_write_bytes(sweep_dir / "sweep_status.json", json.dumps({
+        "exit_code": code, "finished": sorted({r["job"] for r in rows}),
+        "unfinished": [asdict(f) for f in failures],
+        "gate_failed": {job: list(g) for job, g in gates.items()}}, indent=2).encode())
     log.info("sweep report: %s (%d configs, %d missing jobs)", out, len(rows), len(missing))
     return out
+
+
+_MEANING = {0: "every job finished", 3: "a release gate failed",
+            EXIT_SWEEP_INCOMPLETE: "incomplete: some jobs failed or did not finish"}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _f(v: float | None, digits: int) -> str:
@@ -242,8 +313,49 @@ class SweepReportCallback(Callback):
         self.metric = metric
         self.x_key = x_key
 
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        global _ACTIVE
+        _ACTIVE = (Path(config.hydra.sweep.dir), self.metric, self.x_key)
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        write_sweep_report(Path(config.hydra.sweep.dir), metric=self.metric, x_key=self.x_key)
+        global _ACTIVE
+        _ACTIVE = None
+        code = finish(Path(config.hydra.sweep.dir), metric=self.metric, x_key=self.x_key)
+        if code:
+            # Hydra swallows a callback's Exception but not SystemExit: this sets the
+            # process exit code once every job has run and the report is written.
+            raise SystemExit(code)
+
+
+#: the multirun in progress in this process (sweep dir, metric, x_key), for launcher errors
+_ACTIVE: tuple[Path, str, str | None] | None = None
+
+
+def finish(sweep_dir: Path, *, metric: str = "ndcg@10", x_key: str | None = None) -> int:
+    """Write the report, print one line if the sweep is not clean, return its exit code."""
+    out = write_sweep_report(sweep_dir, metric=metric, x_key=x_key)
+    code = sweep_exit_code(sweep_dir)
+    if code == EXIT_SWEEP_INCOMPLETE:
+        n = len(json.loads((sweep_dir / "sweep_status.json").read_text())["unfinished"])
+        print(f"bench: sweep incomplete: {n} job(s) failed or did not finish, see {out}",
+              file=sys.stderr)
+    elif code:
+        print(f"bench: sweep finished with failed release gates, see {out}", file=sys.stderr)
+    return code
+
+
+def finish_after_launcher_error(exc: BaseException) -> int | None:
+    """A launcher (submitit, Ray) raised while collecting jobs — typically a job killed by
+    its time limit. Write the report of what finished; None if no sweep was running."""
+    global _ACTIVE
+    if _ACTIVE is None:
+        return None
+    sweep_dir, metric, x_key = _ACTIVE
+    _ACTIVE = None
+    print(f"bench: launcher error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+          file=sys.stderr)
+    finish(sweep_dir, metric=metric, x_key=x_key)
+    return EXIT_SWEEP_INCOMPLETE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -253,11 +365,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--x-key", default=None, help="swept numeric key to plot against")
     args = parser.parse_args(argv)
     try:
-        print(write_sweep_report(args.sweep_dir, metric=args.metric, x_key=args.x_key))
+        code = finish(args.sweep_dir, metric=args.metric, x_key=args.x_key)
     except BenchError as exc:
         print(f"bench: error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
-    return 0
+    print(args.sweep_dir / "sweep_report.md")
+    return code
 
 
 if __name__ == "__main__":
