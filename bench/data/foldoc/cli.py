@@ -87,10 +87,11 @@ def _build_v2(out: Path, *, deb: Path | None, wordnet_deb: Path | None,
         tmp = Path(tmp_name)
         debs = cache_dir or tmp / "deb"
         deb_path = deb if deb is not None else fetch_deb(debs)
+        if not deb_path.is_file():
+            raise BenchError(f"--deb {deb_path}: file not found")
         wn_path = wordnet_deb if wordnet_deb is not None else fetch_deb(debs, WORDNET_PACKAGE)
-        for path in (deb_path, wn_path):
-            if not path.is_file():
-                raise BenchError(f"{path}: file not found")
+        if not wn_path.is_file():
+            raise BenchError(f"--wordnet-deb {wn_path}: file not found")
         source, wn_source = describe_deb(deb_path), describe_deb(wn_path)
         print(f"foldoc: sources {source.deb}, {wn_source.deb}", flush=True)
         index, dict_dz = extract_dictd(deb_path, tmp / "x")
