@@ -24,7 +24,7 @@ from tests.data.test_data_foldoc import synthetic_blocks, write_dictd
 NOUNS = """\
   1 This software and database is being provided to you, the LICENSEE, by Princeton
 00000009 09 n 02 computer_science 0 computing 0 000 | the branch of engineering science
-00000100 06 n 02 Zorblat_0 0 zorb_gadget 0 000 | a machine storing glimmer for a computer; "an example"
+00000100 06 n 02 Zorblat_0 0 zorb_gadget 0 000 | a machine storing glimmer for a computer; "an ex"
 00000200 13 n 01 Quimby_1 0 000 | a soft cheese from the hills
 00000300 06 n 01 Farnax_2 0 001 ;c 00000009 n 0000 | a fruit-like thing of the orchard
 00000400 06 n 01 Farnax_2 0 000 | a second sense nobody reaches
