@@ -22,18 +22,6 @@ from pathlib import Path
 CONF = Path(__file__).resolve().parent.parent / "conf" / "embedder"
 
 
-def weights_bytes(embedder: object) -> int:
-    """Bytes of the weight files the embedder loads (ONNX file, or the model folder's
-    safetensors / bin files)."""
-    from bench.embedding.sentence_transformers import resolve_model_path
-
-    if hasattr(embedder, "model_bytes"):
-        return int(embedder.model_bytes)
-    folder = Path(resolve_model_path(embedder.model_name))  # type: ignore[attr-defined]
-    return sum(p.stat().st_size for p in folder.rglob("*")
-               if p.suffix in (".safetensors", ".bin") and p.is_file())
-
-
 def child(option: str, dataset: str, n: int, seed: int) -> dict[str, object]:
     import time
 
@@ -41,10 +29,12 @@ def child(option: str, dataset: str, n: int, seed: int) -> dict[str, object]:
     from omegaconf import OmegaConf
 
     from bench.config.build import build
+    from bench.embedding.base import SizedEmbedder
     from bench.telemetry.basic import peak_rss_bytes
 
     t0 = time.perf_counter()
-    emb = build(OmegaConf.load(CONF / f"{option}.yaml"), "embedder", device="cpu")
+    emb: SizedEmbedder | None = build(OmegaConf.load(CONF / f"{option}.yaml"), "embedder",
+                                      device="cpu")
     assert emb is not None
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_embed import load_texts  # the same chunk sample as scripts/bench_embed.py
@@ -56,7 +46,7 @@ def child(option: str, dataset: str, n: int, seed: int) -> dict[str, object]:
     stats = emb.encode(texts, kind="document", out=out)
     return {"option": option, "n_texts": stats.n_texts, "texts_per_s": stats.texts_per_s,
             "tokens_per_s": stats.tokens_per_s, "load_and_warmup_s": load_s,
-            "model_bytes": weights_bytes(emb), "peak_rss_bytes": peak_rss_bytes()}
+            "model_bytes": emb.model_bytes, "peak_rss_bytes": peak_rss_bytes()}
 
 
 def main() -> int:

@@ -146,6 +146,16 @@ class SentenceTransformerEmbedder:
         return int(get_dim())
 
     @property
+    def model_bytes(self) -> int:
+        """Size of the weight files on disk (0 for a hub name not downloaded yet)."""
+        path = resolve_model_path(self.model_name)
+        if not os.path.isdir(path):
+            return 0
+        return sum(os.path.getsize(os.path.join(root, f))
+                   for root, _, files in os.walk(path) for f in files
+                   if f.endswith((".safetensors", ".bin", ".onnx")))
+
+    @property
     def effective_max_seq_length(self) -> int:
         return int(self._model.max_seq_length)
 

@@ -121,6 +121,10 @@ def test_tokenizer_matches_the_fp32_models(int8: OnnxEmbedder) -> None:
 def test_packaged_files_are_found_from_the_distributions() -> None:
     assert resolve_onnx_path("packaged:all-MiniLM-L6-v2-int8").stat().st_size == 22_928_619
     assert resolve_onnx_path("packaged:paraphrase-MiniLM-L3-v2").suffix == ".onnx"
+    assert OnnxEmbedder(model="packaged:all-MiniLM-L6-v2-int8").model_bytes == 22_928_619
+    # the fp32 model's weights: one safetensors file, ~4x the int8 file
+    fp32 = SentenceTransformerEmbedder().model_bytes
+    assert 3.5 * 22_928_619 < fp32 < 4.5 * 22_928_619
 
 
 def test_cache_params_ignore_speed_options() -> None:
