@@ -53,3 +53,10 @@ class Embedder(Protocol):
         written in input order, L2-normalised when the embedder normalises.
         """
         ...
+
+
+class SizedEmbedder(Embedder, Protocol):
+    """An embedder that knows the size of its weights on disk (for cost reports)."""
+
+    @property
+    def model_bytes(self) -> int: ...

@@ -1,23 +1,20 @@
 """sentence-transformers embedder: local path, packaged model, or hub name.
 
-Batches are formed from texts sorted by length (fewer pad tokens per batch), encoded, and
-scattered back to input order directly into the output array, which may be a memory-map: a
-1M-chunk corpus never holds more than one batch of activations plus the vectors on disk.
+Batching by token length is shared with the other backends (``bench.embedding.batching``).
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from bench.config.build import OptionError
 from bench.embedding.base import EmbeddingStats
+from bench.embedding.batching import encode_by_length, with_prefix
 from bench.errors import ConfigError, MissingDependencyError
 
 #: Models that ship inside a PyPI package, usable offline. name -> (module, attribute).
@@ -188,6 +185,16 @@ class SentenceTransformerEmbedder:
         return int(get_dim())
 
     @property
+    def model_bytes(self) -> int:
+        """Size of the weight files on disk (0 for a hub name not downloaded yet)."""
+        path = resolve_model_path(self.model_name)
+        if not os.path.isdir(path):
+            return 0
+        return sum(os.path.getsize(os.path.join(root, f))
+                   for root, _, files in os.walk(path) for f in files
+                   if f.endswith((".safetensors", ".bin", ".onnx")))
+
+    @property
     def effective_max_seq_length(self) -> int:
         return int(self._model.max_seq_length)
 
@@ -213,31 +220,21 @@ class SentenceTransformerEmbedder:
         }
 
     def encode(self, texts: Sequence[str], *, kind: str, out: np.ndarray) -> EmbeddingStats:
-        if kind not in ("document", "query"):
-            raise ValueError(f"kind must be document|query, got {kind!r}")
-        prefix = self.query_prefix if kind == "query" else self.document_prefix
-        inputs = [prefix + t for t in texts] if prefix else list(texts)
+        inputs = with_prefix(texts, kind=kind, query_prefix=self.query_prefix,
+                             document_prefix=self.document_prefix)
         counts = self.tokenizer.count(inputs)
-        limit = self.effective_max_seq_length - 2  # [CLS] and [SEP]
-        order = np.argsort(-counts, kind="stable")  # longest first: OOM shows up at once
-        t0 = time.perf_counter()
-        desc = "embed queries" if kind == "query" else "embed documents"
-        with tqdm(total=len(inputs), desc=desc, unit="text", leave=False) as bar:
-            for b0 in range(0, len(inputs), self.batch_size):
-                idx = order[b0 : b0 + self.batch_size]
-                vecs = self._model.encode(
-                    [inputs[i] for i in idx],
-                    batch_size=len(idx),
-                    convert_to_numpy=True,
-                    normalize_embeddings=self.normalize,
-                    show_progress_bar=False,
-                )
-                out[idx] = np.asarray(vecs, dtype=np.float32)
-                bar.update(len(idx))
-        wall = time.perf_counter() - t0
-        return EmbeddingStats(
-            n_texts=len(inputs),
-            n_tokens=int(np.minimum(counts, limit).sum()),
-            wall_s=wall,
-            n_truncated=int((counts > limit).sum()),
+
+        def encode_batch(batch: list[str]) -> np.ndarray:
+            return np.asarray(self._model.encode(
+                batch,
+                batch_size=len(batch),
+                convert_to_numpy=True,
+                normalize_embeddings=self.normalize,
+                show_progress_bar=False,
+            ))
+
+        return encode_by_length(
+            inputs, counts, batch_size=self.batch_size,
+            limit=self.effective_max_seq_length - 2,  # [CLS] and [SEP]
+            encode_batch=encode_batch, out=out, kind=kind,
         )

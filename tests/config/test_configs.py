@@ -20,6 +20,7 @@ REQUIRED = {
     ("dataset", "csv"): ["dataset.corpus=/c.csv", "dataset.queries=/q.csv"],
     ("embedder", "hub"): ["embedder.model=sentence-transformers/all-MiniLM-L6-v2"],
     ("reranker", "flashrank"): ["reranker.cache_dir=/nonexistent"],
+    ("embedder", "onnx"): ["embedder.model=packaged:all-MiniLM-L6-v2-int8"],
 }
 # Options that need hardware or packages this machine may lack; building them must then fail
 # with a one-line BenchError, never a traceback.

@@ -305,12 +305,13 @@ def test_cli_build_from_deb_is_idempotent(tmp_path: Path,
     index, dict_dz = write_dictd(tmp_path / "src", synthetic_blocks())
     deb = _fake_deb(tmp_path / "dict-foldoc_1-1_all.deb", index, dict_dz)
     out = tmp_path / "built"
-    assert main(["build", "--out", str(out), "--deb", str(deb), "--n-docs", "40"]) == 0
+    v1 = ["--version", "1"]  # version 2 also needs wordnet-base (test_data_foldoc_v2)
+    assert main(["build", *v1, "--out", str(out), "--deb", str(deb), "--n-docs", "40"]) == 0
     printed = capsys.readouterr().out
     assert "parsed 60 entries" in printed and "WARNING only" in printed  # 60 entries are few
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["source"]["package"] == "dict-foldoc" and manifest["options"]["n_docs"] == 40
-    assert main(["build", "--out", str(out), "--deb", str(deb), "--n-docs", "40"]) == 0
+    assert main(["build", *v1, "--out", str(out), "--deb", str(deb), "--n-docs", "40"]) == 0
     assert "is up to date" in capsys.readouterr().out
 
 

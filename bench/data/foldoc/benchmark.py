@@ -244,6 +244,19 @@ def _semantic_query(d: _Doc, seed: int, words_index: dict[str, set[str]]) -> Que
     Skipped when it names the term (or a word of it), when it is too short or long, or when
     its content words do not single out this one document in the corpus.
     """
+    phrase = masked_definition(d, words_index)
+    if phrase is None:
+        return None
+    phrase = _SYNONYM_RE.sub(_swap, phrase)
+    template = _SEMANTIC[stable_hash(seed, "tmpl", d.doc_id) % len(_SEMANTIC)]
+    return Query(query_id="", text=template.format(d=phrase), category="semantic_lookup",
+                 qrels=((d.doc_id, 2),), required_claims=(as_claim(d.title, d.lead),),
+                 expected_answer=d.title)
+
+
+def masked_definition(d: _Doc, words_index: dict[str, set[str]]) -> str | None:
+    """The defining sentence as a noun phrase that does not name the term, or None (see
+    ``_semantic_query``); ``words_index`` decides whether it singles out this document."""
     if re.match(r"(A|An|The|Any)\s", d.lead) is None:
         return None  # only noun-phrase definitions read naturally as "the term for ..."
     phrase = d.lead[0].lower() + d.lead[1:].rstrip(".!? ")
@@ -262,11 +275,7 @@ def _semantic_query(d: _Doc, seed: int, words_index: dict[str, set[str]]) -> Que
     holders = set.intersection(*(words_index.get(w, set()) for w in content)) if content else set()
     if holders != {d.doc_id}:
         return None  # "an operating system made by Microsoft" fits several documents
-    phrase = _SYNONYM_RE.sub(_swap, phrase)
-    template = _SEMANTIC[stable_hash(seed, "tmpl", d.doc_id) % len(_SEMANTIC)]
-    return Query(query_id="", text=template.format(d=phrase), category="semantic_lookup",
-                 qrels=((d.doc_id, 2),), required_claims=(as_claim(d.title, d.lead),),
-                 expected_answer=d.title)
+    return phrase
 
 
 def _words_index(documents: Iterable[Document]) -> dict[str, set[str]]:

@@ -8,6 +8,8 @@ and an exit code (``main``) or the manifest written (``build``; None when alread
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
 import tempfile
 import time
@@ -18,9 +20,19 @@ from typing import NoReturn
 
 from bench.data.base import CATEGORIES
 from bench.data.foldoc.benchmark import BUILDER_VERSION, BuildOptions, build_benchmark
-from bench.data.foldoc.deb import describe_deb, extract_dictd, fetch_deb
+from bench.data.foldoc.benchmark_v2 import (
+    BUILDER_VERSION_V2,
+    CATEGORIES_V2,
+    BuildOptionsV2,
+    build_benchmark_v2,
+)
+from bench.data.foldoc.deb import describe_deb, extract_dictd, extract_members, fetch_deb
 from bench.data.foldoc.dictd import read_dictd
-from bench.data.foldoc.source import manifest_is_current, write_benchmark
+from bench.data.foldoc.source import Extras, manifest_is_current, write_benchmark
+from bench.data.foldoc.wordnet import DATA_DIR as WORDNET_DIR
+from bench.data.foldoc.wordnet import LICENSE as WORDNET_LICENSE
+from bench.data.foldoc.wordnet import PACKAGE as WORDNET_PACKAGE
+from bench.data.foldoc.wordnet import WordNet
 from bench.errors import BenchError
 
 #: seeds are hashed as text, but numpy-facing code downstream needs them in 64 bits
@@ -47,15 +59,22 @@ def _check_args(args: argparse.Namespace) -> None:
             break
 
 
-def build(out: Path, *, deb: Path | None, cache_dir: Path | None, opts: BuildOptions,
-          force: bool = False) -> dict[str, object] | None:
+def build(out: Path, *, deb: Path | None, cache_dir: Path | None,
+          opts: BuildOptions | BuildOptionsV2, force: bool = False,
+          wordnet_deb: Path | None = None) -> dict[str, object] | None:
     """Build the benchmark into ``out`` unless it is already current; prints one line a phase.
 
+    ``opts`` picks the version: ``BuildOptions`` builds version 1 (``dataset=foldoc_v1``),
+    ``BuildOptionsV2`` version 2 (the default ``dataset=foldoc``), which also needs Debian's
+    wordnet-base (``wordnet_deb``, else fetched into ``cache_dir``).
     Returns the manifest written, or None when ``out`` was already up to date.
     """
     if not force and manifest_is_current(out, opts):
-        print(f"foldoc: {out} is up to date (builder version {BUILDER_VERSION})", flush=True)
+        version = BUILDER_VERSION_V2 if isinstance(opts, BuildOptionsV2) else BUILDER_VERSION
+        print(f"foldoc: {out} is up to date (builder version {version})", flush=True)
         return None
+    if isinstance(opts, BuildOptionsV2):
+        return _build_v2(out, deb=deb, wordnet_deb=wordnet_deb, cache_dir=cache_dir, opts=opts)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="foldoc-") as tmp_name:
         tmp = Path(tmp_name)
@@ -85,6 +104,54 @@ def build(out: Path, *, deb: Path | None, cache_dir: Path | None, opts: BuildOpt
     return manifest
 
 
+def _build_v2(out: Path, *, deb: Path | None, wordnet_deb: Path | None,
+              cache_dir: Path | None, opts: BuildOptionsV2) -> dict[str, object]:
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="foldoc-") as tmp_name:
+        tmp = Path(tmp_name)
+        debs = cache_dir or tmp / "deb"
+        deb_path = deb if deb is not None else fetch_deb(debs)
+        if not deb_path.is_file():
+            raise BenchError(f"--deb {deb_path}: file not found")
+        wn_path = wordnet_deb if wordnet_deb is not None else fetch_deb(debs, WORDNET_PACKAGE)
+        if not wn_path.is_file():
+            raise BenchError(f"--wordnet-deb {wn_path}: file not found")
+        source, wn_source = describe_deb(deb_path), describe_deb(wn_path)
+        print(f"foldoc: sources {source.deb}, {wn_source.deb}", flush=True)
+        index, dict_dz = extract_dictd(deb_path, tmp / "x")
+        entries = read_dictd(index, dict_dz)
+        wn_files = tuple(f"{WORDNET_DIR}/data.{p}" for p in ("noun", "verb", "adj"))
+        extract_members(wn_path, tmp / "wn", wn_files)
+        if not all((tmp / "wn" / f).is_file() for f in wn_files):
+            raise BenchError(f"{wn_path} does not contain {', '.join(wn_files)}")
+        wordnet = WordNet.load(tmp / "wn" / WORDNET_DIR)
+    print(f"foldoc: parsed {len(entries)} entries, {len(wordnet.nouns)} WordNet noun senses",
+          flush=True)
+    built = build_benchmark_v2(entries, wordnet, opts)
+    counts = Counter(q.category for q in built.queries)
+    print(f"foldoc: {built.n_qualifying} entries qualify, {len(built.matches)} match a "
+          f"WordNet computing sense; corpus {len(built.documents)} documents", flush=True)
+    print("foldoc: queries " + " ".join(f"{c}={counts[c]}" for c in CATEGORIES_V2)
+          + f" total={len(built.queries)}", flush=True)
+    for cat, target in opts.targets().items():
+        if counts[cat] < target:
+            print(f"foldoc: WARNING only {counts[cat]} of {target} {cat} queries could be "
+                  "built", flush=True)
+    extras = Extras(
+        sources={"wordnet": {**dataclasses.asdict(wn_source), "license": WORDNET_LICENSE}},
+        files={
+            "hard_negatives.jsonl": "".join(
+                json.dumps({"query_id": q, "doc_ids": list(ids)}) + "\n"
+                for q, ids in built.hard_negatives.items()),
+            "wordnet_matches.tsv": "doc_id\theadword\tsynset\tgloss\n" + "".join(
+                f"{m.doc_id}\t{m.headword}\t{m.synset}\t{m.gloss}\n" for m in built.matches),
+        })
+    manifest = write_benchmark(out, built, source, opts, len(entries), extras)
+    print(f"foldoc: wrote {out} (fingerprint {str(manifest['fingerprint'])[:12]}...) in "
+          f"{time.perf_counter() - t0:.1f} s", flush=True)
+    return manifest
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.data.foldoc build --out DIR [--deb PATH] ...``; returns the exit code."""
     parser = _OneLineParser(prog="python -m bench.data.foldoc",
@@ -95,14 +162,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--deb", type=Path, help="use this dict-foldoc .deb (default: apt-get it)")
     b.add_argument("--cache-dir", type=Path,
                    help="keep the downloaded .deb here (default: a temporary folder)")
+    b.add_argument("--version", type=int, choices=(1, 2), default=2,
+                   help="benchmark version: 2 (default, dataset=foldoc) or 1 (dataset=foldoc_v1)")
+    b.add_argument("--wordnet-deb", type=Path,
+                   help="version 2: use this wordnet-base .deb (default: apt-get it)")
     b.add_argument("--seed", type=int, default=BuildOptions.seed)
     b.add_argument("--n-docs", type=int, default=BuildOptions.n_docs)
     b.add_argument("--force", action="store_true", help="rebuild even if DIR is up to date")
     try:
         args = parser.parse_args(argv)
         _check_args(args)
-        build(args.out, deb=args.deb, cache_dir=args.cache_dir, force=args.force,
-              opts=BuildOptions(seed=args.seed, n_docs=args.n_docs))
+        opts: BuildOptions | BuildOptionsV2 = (
+            BuildOptionsV2(seed=args.seed, n_docs=args.n_docs) if args.version == 2
+            else BuildOptions(seed=args.seed, n_docs=args.n_docs))
+        build(args.out, deb=args.deb, cache_dir=args.cache_dir, force=args.force, opts=opts,
+              wordnet_deb=args.wordnet_deb)
     except BenchError as err:
         print(f"error: {err.one_line()}", file=sys.stderr)
         return err.exit_code

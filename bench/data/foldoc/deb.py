@@ -36,29 +36,29 @@ class Source:
     sha256: str
 
 
-def fetch_deb(cache_dir: Path) -> Path:
-    """Download the dict-foldoc .deb into ``cache_dir`` (reusing one already there).
+def fetch_deb(cache_dir: Path, package: str = PACKAGE) -> Path:
+    """Download ``package``'s .deb into ``cache_dir`` (reusing one already there).
 
     ``apt-get download``; on failure ``apt-get update`` once and retry; if apt still fails,
     fetch the URL from ``apt-get download --print-uris`` with urllib and check its sha256.
     """
     cache_dir.mkdir(parents=True, exist_ok=True)
-    if found := sorted(cache_dir.glob(f"{PACKAGE}_*.deb")):
+    if found := sorted(cache_dir.glob(f"{package}_*.deb")):
         return found[-1]
     if shutil.which("apt-get") is None:
-        raise BenchError(f"apt-get not found: download a {PACKAGE} .deb by hand and pass "
+        raise BenchError(f"apt-get not found: download a {package} .deb by hand and pass "
                          "--deb PATH")
-    if not _apt(["download", PACKAGE], cache_dir):
+    if not _apt(["download", package], cache_dir):
         print("foldoc: apt-get download failed; running apt-get update and retrying",
               flush=True)
         _apt(["update"], cache_dir)
-        if not _apt(["download", PACKAGE], cache_dir):
+        if not _apt(["download", package], cache_dir):
             print("foldoc: apt-get download failed again; fetching its URI with urllib",
                   flush=True)
-            _download_by_uri(cache_dir)
-    if found := sorted(cache_dir.glob(f"{PACKAGE}_*.deb")):
+            _download_by_uri(cache_dir, package)
+    if found := sorted(cache_dir.glob(f"{package}_*.deb")):
         return found[-1]
-    raise BenchError(f"could not download {PACKAGE} into {cache_dir}: pass --deb PATH")
+    raise BenchError(f"could not download {package} into {cache_dir}: pass --deb PATH")
 
 
 def _apt(args: list[str], cwd: Path) -> bool:
@@ -70,13 +70,13 @@ def _apt(args: list[str], cwd: Path) -> bool:
     return proc.returncode == 0
 
 
-def _download_by_uri(cache_dir: Path) -> None:
-    proc = subprocess.run(["apt-get", "download", "--print-uris", PACKAGE], cwd=cache_dir,
+def _download_by_uri(cache_dir: Path, package: str = PACKAGE) -> None:
+    proc = subprocess.run(["apt-get", "download", "--print-uris", package], cwd=cache_dir,
                           capture_output=True, text=True, check=False)
     # line format: 'URL' FILENAME SIZE SHA256:HEX
     m = re.search(r"'(\S+)'\s+(\S+\.deb)\s+\d+\s+SHA256:([0-9a-f]{64})", proc.stdout)
     if m is None:
-        raise BenchError(f"apt-get could not name a URI for {PACKAGE} (is the package index "
+        raise BenchError(f"apt-get could not name a URI for {package} (is the package index "
                          "available? try `apt-get update`), or pass --deb PATH")
     url, name, sha = m.groups()
     tmp = cache_dir / f".{name}.part"
@@ -97,17 +97,22 @@ def describe_deb(deb: Path) -> Source:
 
 def extract_dictd(deb: Path, dest: Path) -> tuple[Path, Path]:
     """Unpack the .deb into ``dest``; returns (foldoc.index, foldoc.dict.dz) paths."""
+    extract_members(deb, dest, (INDEX_MEMBER, DICT_MEMBER))
+    index, dict_dz = dest / INDEX_MEMBER, dest / DICT_MEMBER
+    if not (index.is_file() and dict_dz.is_file()):
+        raise BenchError(f"{deb} does not contain {INDEX_MEMBER} and {DICT_MEMBER}")
+    return index, dict_dz
+
+
+def extract_members(deb: Path, dest: Path, wanted: tuple[str, ...]) -> None:
+    """Unpack ``deb`` into ``dest`` (dpkg-deb -x), or only the ``wanted`` members without it."""
     if shutil.which("dpkg-deb"):
         proc = subprocess.run(["dpkg-deb", "-x", str(deb), str(dest)], capture_output=True,
                               text=True, check=False)
         if proc.returncode != 0:
             raise BenchError(f"dpkg-deb -x {deb} failed: {proc.stderr.strip()}")
     else:  # not a Debian system (e.g. --deb on macOS): a .deb is an ar archive with a tarball
-        _extract_ar_members(deb, dest, (INDEX_MEMBER, DICT_MEMBER))
-    index, dict_dz = dest / INDEX_MEMBER, dest / DICT_MEMBER
-    if not (index.is_file() and dict_dz.is_file()):
-        raise BenchError(f"{deb} does not contain {INDEX_MEMBER} and {DICT_MEMBER}")
-    return index, dict_dz
+        _extract_ar_members(deb, dest, wanted)
 
 
 def _extract_ar_members(deb: Path, dest: Path, wanted: tuple[str, ...]) -> None:

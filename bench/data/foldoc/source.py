@@ -13,10 +13,17 @@ import logging
 import os
 import shutil
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.data.base import CATEGORIES, Dataset, Query
 from bench.data.foldoc.benchmark import BUILDER_VERSION, BuildOptions, Built
+from bench.data.foldoc.benchmark_v2 import (
+    BUILDER_VERSION_V2,
+    CATEGORIES_V2,
+    BuildOptionsV2,
+    BuiltV2,
+)
 from bench.data.foldoc.deb import Source, _sha256
 from bench.data.foldoc.text import stable_hash
 from bench.data.golden import GoldenDataset, write_golden
@@ -29,32 +36,52 @@ log = logging.getLogger("bench.data.foldoc")
 BUILD_HINT = "build it with `make data` (python -m bench.data.foldoc build --out {path})"
 
 
-def manifest_is_current(out: Path, opts: BuildOptions) -> bool:
+def manifest_is_current(out: Path, opts: BuildOptions | BuildOptionsV2) -> bool:
     """Whether ``out`` holds a build of this builder version with these options."""
     try:
         manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return (manifest.get("builder_version") == BUILDER_VERSION
+    version = BUILDER_VERSION_V2 if isinstance(opts, BuildOptionsV2) else BUILDER_VERSION
+    return (manifest.get("builder_version") == version
             and manifest.get("options") == dataclasses.asdict(opts))
 
 
-def write_benchmark(out: Path, built: Built, source: Source, opts: BuildOptions,
-                    n_entries: int) -> dict[str, object]:
-    """Write corpus/queries/manifest into a temp folder, then swap it in place of ``out``."""
+@dataclass(frozen=True)
+class Extras:
+    """What a version-2 build adds to the folder: its second source and its side files."""
+
+    sources: dict[str, object]  # name -> {deb, package, version, sha256, license}
+    files: dict[str, str]  # file name -> content (JSONL / TSV)
+
+
+def write_benchmark(out: Path, built: Built | BuiltV2, source: Source,
+                    opts: BuildOptions | BuildOptionsV2, n_entries: int,
+                    extras: Extras | None = None) -> dict[str, object]:
+    """Write corpus/queries/manifest into a temp folder, then swap it in place of ``out``.
+
+    Without ``extras`` (version 1) the manifest is exactly the version-1 one.
+    """
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     write_golden(built.documents, built.queries, corpus=tmp / "corpus.jsonl",
                  queries_path=tmp / "queries.jsonl")
+    v2 = isinstance(opts, BuildOptionsV2)
+    categories = CATEGORIES_V2 if v2 else CATEGORIES
+    names = ["corpus.jsonl", "queries.jsonl"]
+    for name, content in (extras.files.items() if extras else ()):
+        (tmp / name).write_text(content, encoding="utf-8")
+        names.append(name)
     by_cat = Counter(q.category for q in built.queries)
     manifest: dict[str, object] = {
-        "name": "foldoc",
-        "builder_version": BUILDER_VERSION,
+        "name": "foldoc_v2" if v2 else "foldoc",
+        "builder_version": BUILDER_VERSION_V2 if v2 else BUILDER_VERSION,
         "options": dataclasses.asdict(opts),
         "source": {**dataclasses.asdict(source),
                    "license": "GNU FDL 1.1 or later (FOLDOC, editor Denis Howe)"},
+        **({"extra_sources": extras.sources} if extras else {}),
         "counts": {
             "entries_parsed": n_entries,
             "entries_qualifying": built.n_qualifying,
@@ -62,10 +89,10 @@ def write_benchmark(out: Path, built: Built, source: Source, opts: BuildOptions,
             "documents_by_roles": {"+".join(r) or "public": n for r, n in sorted(
                 Counter(d.allowed_roles for d in built.documents).items())},
             "queries": len(built.queries),
-            "queries_by_category": {c: by_cat.get(c, 0) for c in CATEGORIES},
+            "queries_by_category": {c: by_cat.get(c, 0) for c in categories},
         },
         "fingerprint": Dataset("foldoc", built.documents, built.queries).fingerprint,
-        "files": {name: _sha256(tmp / name) for name in ("corpus.jsonl", "queries.jsonl")},
+        "files": {name: _sha256(tmp / name) for name in names},
     }
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     old = out.parent / f".{out.name}.old-{os.getpid()}"
@@ -104,8 +131,9 @@ class FoldocDataset:
             log.warning("foldoc: %s was modified after it was built (fingerprint differs from "
                         "manifest.json)", root)
         ds = subsample(ds, max_docs=self.max_docs, max_queries=self.max_queries)
-        name = "foldoc" if (self.max_docs, self.max_queries) == (None, None) else (
-            f"foldoc[docs={len(ds.documents)},queries={len(ds.queries)}]")
+        base = str(manifest.get("name", "foldoc"))  # "foldoc" (version 1) or "foldoc_v2"
+        name = base if (self.max_docs, self.max_queries) == (None, None) else (
+            f"{base}[docs={len(ds.documents)},queries={len(ds.queries)}]")
         log.info("foldoc: loaded %d documents, %d queries from %s", len(ds.documents),
                  len(ds.queries), root)
         return dataclasses.replace(ds, name=name)
