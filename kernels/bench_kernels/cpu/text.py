@@ -41,3 +41,195 @@ def segment_starts(data, offsets):  # type: ignore[no-untyped-def]
                 flags[i] = True
                 break
     return np.flatnonzero(flags)
+
+
+# --- TREC text files (runs and qrels), parsed the way trec_eval's get_*.c read them ---------
+
+@njit(cache=True, inline="always")
+def _is_space(b):  # type: ignore[no-untyped-def]
+    # C isspace() in the "C" locale: what trec_eval splits columns on
+    return b == 32 or (9 <= b <= 13)
+
+
+@njit(cache=True, inline="always")
+def _parse_number(buf, s, e, as_int):  # type: ignore[no-untyped-def]
+    """(value, ok) of the decimal token buf[s:e]; ok is False where Python must decide
+    (exponent overflow, too many digits, inf/nan words, junk): only exactly-rounded fast
+    paths are taken here (Clinger: mantissa < 2**53 and |power of ten| <= 22)."""
+    neg = False
+    p = s
+    if p < e and (buf[p] == 45 or buf[p] == 43):
+        neg = buf[p] == 45
+        p += 1
+    mant = 0
+    digits = 0
+    frac = 0
+    seen_dot = False
+    any_digit = False
+    while p < e:
+        b = buf[p]
+        if 48 <= b <= 57:
+            any_digit = True
+            if mant == 0 and b == 48:
+                if seen_dot:
+                    frac += 1
+            else:
+                if digits >= 18:
+                    return 0.0, False
+                mant = mant * 10 + (b - 48)
+                digits += 1
+                if seen_dot:
+                    frac += 1
+        elif b == 46 and not seen_dot and not as_int:
+            seen_dot = True
+        else:
+            break
+        p += 1
+    if not any_digit:
+        return 0.0, False
+    exp = 0
+    if p < e and (buf[p] == 101 or buf[p] == 69) and not as_int:
+        p += 1
+        eneg = False
+        if p < e and (buf[p] == 45 or buf[p] == 43):
+            eneg = buf[p] == 45
+            p += 1
+        if p >= e:
+            return 0.0, False
+        while p < e:
+            b = buf[p]
+            if not (48 <= b <= 57) or exp > 1000:
+                return 0.0, False
+            exp = exp * 10 + (b - 48)
+            p += 1
+        if eneg:
+            exp = -exp
+    if p != e:
+        return 0.0, False
+    if as_int:
+        if mant >= 2147483648:
+            return 0.0, False
+        v = float(mant)
+        return (-v if neg else v), True
+    power = exp - frac
+    if mant >= 9007199254740992 or power > 22 or power < -22:
+        return 0.0, False
+    v = float(mant)
+    if power > 0:
+        v = v * 10.0 ** power
+    elif power < 0:
+        v = v / 10.0 ** (-power)
+    return (-v if neg else v), True
+
+
+@njit(cache=True)
+def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int):  # type: ignore[no-untyped-def]
+    """One pass over a whitespace-separated TREC file (``buf``: its bytes).
+
+    Skips blank lines and comment lines (first non-blank character ``#``). Every other line
+    (a row) must hold ``min_cols`` columns or more (at most ``max_cols`` when ``max_cols > 0``).
+    Per row: the span of column ``id_col`` and column ``num_col`` parsed (a float, or an
+    integer when ``as_int``; ``ok`` False where the caller must parse the token). Per run of
+    rows sharing ``key_col`` (a query): its first row and the key's span.
+
+    Returns (row starts, id starts, id lengths, numbers, ok, token starts, token ends,
+    segment first rows, key starts, key lengths, rows, segments, error line (1-based, 0 = none),
+    columns found on it, any non-ASCII byte).
+    """
+    size = buf.shape[0]
+    lines = 1
+    nonascii = False
+    for i in range(size):
+        b = buf[i]
+        if b == 10:
+            lines += 1
+        elif b >= 128:
+            nonascii = True
+    starts = np.empty(lines, dtype=np.int64)
+    id_s = np.empty(lines, dtype=np.int64)
+    id_n = np.empty(lines, dtype=np.int64)
+    vals = np.empty(lines, dtype=np.float64)
+    ok = np.ones(lines, dtype=np.bool_)
+    tok_s = np.empty(lines, dtype=np.int64)
+    tok_e = np.empty(lines, dtype=np.int64)
+    seg_row = np.empty(lines, dtype=np.int64)
+    seg_s = np.empty(lines, dtype=np.int64)
+    seg_n = np.empty(lines, dtype=np.int64)
+    n = 0
+    nseg = 0
+    prev_key_s = -1
+    prev_key_e = -1
+    line = 0
+    p = 0
+    while p < size:
+        line += 1
+        e = p
+        while e < size and buf[e] != 10:
+            e += 1
+        s = p
+        while s < e and _is_space(buf[s]):
+            s += 1
+        if s == e or buf[s] == 35:  # blank line or comment
+            p = e + 1
+            continue
+        cols = 0
+        q = s
+        key_s = 0
+        key_e = 0
+        while q < e:
+            while q < e and _is_space(buf[q]):
+                q += 1
+            if q >= e:
+                break
+            f = q
+            while q < e and not _is_space(buf[q]):
+                q += 1
+            if cols == key_col:
+                key_s = f
+                key_e = q
+            if cols == id_col:
+                id_s[n] = f
+                id_n[n] = q - f
+            if cols == num_col:
+                tok_s[n] = f
+                tok_e[n] = q
+                v, good = _parse_number(buf, f, q, as_int)
+                vals[n] = v
+                ok[n] = good
+            cols += 1
+            if max_cols <= 0 and cols >= min_cols:
+                break  # trec_eval ignores a run line's later columns
+        if cols < min_cols or (max_cols > 0 and cols > max_cols):
+            return (starts, id_s, id_n, vals, ok, tok_s, tok_e, seg_row, seg_s, seg_n, n, nseg,
+                    line, cols, nonascii)
+        same = prev_key_e - prev_key_s == key_e - key_s
+        if same:
+            for t in range(key_e - key_s):
+                if buf[key_s + t] != buf[prev_key_s + t]:
+                    same = False
+                    break
+        if not same:
+            seg_row[nseg] = n
+            seg_s[nseg] = key_s
+            seg_n[nseg] = key_e - key_s
+            nseg += 1
+        starts[n] = s
+        prev_key_s = key_s
+        prev_key_e = key_e
+        n += 1
+        p = e + 1
+    return (starts, id_s, id_n, vals, ok, tok_s, tok_e, seg_row, seg_s, seg_n, n, nseg, 0, 0,
+            nonascii)
+
+
+@njit(cache=True, parallel=True)
+def pack_spans(buf, span_s, span_n, out):  # type: ignore[no-untyped-def]
+    """Copy ``buf[span_s[i]:span_s[i]+span_n[i]]`` into zero-padded rows ``out[i]``."""
+    width = out.shape[1]
+    for i in prange(out.shape[0]):
+        s = span_s[i]
+        m = span_n[i]
+        for t in range(m):
+            out[i, t] = buf[s + t]
+        for t in range(m, width):
+            out[i, t] = 0
