@@ -126,10 +126,10 @@ def _arrow_table(path: Path, delimiter: str, skip_rows: int, names: list[str],
 
 
 def _read_bytes(path: Path) -> np.ndarray:
-    buf = np.fromfile(path, dtype=np.uint8)
-    if buf.size == 0:
+    """The file's bytes, memory-mapped (copy-on-write: writeable for numba, never copied)."""
+    if path.stat().st_size == 0:
         raise InputError(path, 0, "file is empty")
-    return buf
+    return np.memmap(path, dtype=np.uint8, mode="c")
 
 
 def _line_of(buf: np.ndarray, pos: int) -> int:
@@ -144,12 +144,18 @@ def _check_utf8(path: Path, buf: np.ndarray) -> None:
 
 
 def _parse_trec(path: Path, *, min_cols: int, max_cols: int, num_col: int, as_int: bool,
-                layout: str, what: str) -> tuple[tuple[str, ...], np.ndarray, np.ndarray,
-                                                  np.ndarray]:
+                layout: str, what: str, check_col: int = -1
+                ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
     """(query ids, offsets, packed doc ids, numbers) of a TREC run or qrels file."""
     buf = _read_bytes(path)
     (starts, id_s, id_n, vals, ok, tok_s, tok_e, seg_row, seg_s, seg_n, n, nseg, bad_line,
-     found, nonascii) = api.scan_trec_lines(buf, min_cols, max_cols, 0, 2, num_col, as_int)
+     found, nonascii) = api.scan_trec_lines(buf, min_cols, max_cols, 0, 2, num_col, as_int,
+                                            check_col)
+    if bad_line and found == -2:
+        raise InputError(path, bad_line, "line holds a NUL byte")
+    if bad_line and found == -1:
+        raise InputError(path, bad_line, f"column {check_col + 1} ({layout.split()[check_col]}) "
+                                         "is not a number: does a doc id hold whitespace?")
     if bad_line:
         want = f"{min_cols}" if max_cols == min_cols else f"at least {min_cols}"
         raise InputError(path, bad_line, f"expected {want} columns ({layout}), found {found}")
@@ -167,7 +173,7 @@ def _parse_trec(path: Path, *, min_cols: int, max_cols: int, num_col: int, as_in
     if len(set(names)) == len(names):  # usual case: each query's rows are contiguous
         return names, np.append(seg_row[:nseg], n).astype(np.int64), docs, vals
     # a query's rows are split: group by key, queries in first-seen order, rows in file order
-    key_s, key_n = api.scan_trec_lines(buf, min_cols, max_cols, 0, 0, -1, False)[1:3]
+    key_s, key_n = api.scan_trec_lines(buf, min_cols, max_cols, 0, 0, -1, False, -1)[1:3]
     all_keys = api.pack_spans(buf, key_s[:n], key_n[:n], int(key_n[:n].max()))
     uniq, first, codes = np.unique(all_keys, return_index=True, return_inverse=True)
     by_first = np.argsort(first, kind="stable")
@@ -186,7 +192,7 @@ def read_run(path: str | Path) -> Run:
     path = Path(path)
     query_ids, offsets, docs, scores = _parse_trec(
         path, min_cols=6, max_cols=0, num_col=4, as_int=False, layout=_RUN_COLUMNS,
-        what="score")
+        what="score", check_col=3)
     return Run(query_ids, offsets, docs, scores)
 
 

@@ -212,14 +212,14 @@ def pack_ids(data: np.ndarray, offsets: np.ndarray, out: np.ndarray, row0: int) 
 
 def scan_trec_lines(
     buf: np.ndarray, min_cols: int, max_cols: int, key_col: int, id_col: int, num_col: int,
-    as_int: bool,
+    as_int: bool, check_col: int = -1,
 ) -> tuple:  # type: ignore[type-arg]
     """One pass over a TREC file's bytes; see ``cpu.text.scan_trec_lines``."""
     from bench_kernels import cpu
 
     return cpu.scan_trec_lines(  # type: ignore[no-any-return]
         _arr(buf, np.uint8), np.int64(min_cols), np.int64(max_cols), np.int64(key_col),
-        np.int64(id_col), np.int64(num_col), bool(as_int))
+        np.int64(id_col), np.int64(num_col), bool(as_int), np.int64(check_col))
 
 
 def pack_spans(buf: np.ndarray, span_s: np.ndarray, span_n: np.ndarray, width: int

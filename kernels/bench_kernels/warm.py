@@ -35,7 +35,7 @@ def warmup() -> None:
     api.segment_starts(data, np.array([0, 1, 2]))
     line = np.frombuffer(b"q Q0 d 1 0.5 t\n", dtype=np.uint8)
     for as_int in (False, True):
-        api.scan_trec_lines(line, 6, 0, 0, 2, 4, as_int)
+        api.scan_trec_lines(line, 6, 0, 0, 2, 4, as_int, 3)
     api.pack_spans(line, np.array([0]), np.array([1]), 1)
     ids2 = np.array([[1, 2]], dtype=np.int64)
     dist = np.array([[0.1, 0.2]])

@@ -186,3 +186,55 @@ def test_help_lists_every_metric_once_per_line(capsys: pytest.CaptureFixture[str
                  "mrr[@K], recip_rank", "r_precision, Rprec", "hit_rate@K, success.K"):
         assert line in text
     assert "false_exclusion_rate" not in text and "trec_eval_c" in text
+
+
+def _bytes_files(tmp_path: Path, qrels: bytes, run: bytes) -> tuple[str, str]:
+    (tmp_path / "qrels").write_bytes(qrels)
+    (tmp_path / "run").write_bytes(run)
+    return str(tmp_path / "qrels"), str(tmp_path / "run")
+
+
+Q, R = QRELS.encode(), RUN.encode()
+# (qrels bytes, run bytes, file at fault, line, words)
+HOSTILE = {
+    "run doc id with a space": (Q, R + b"q2 Q0 doc one 2 0.05 t\n", "run", 4, "whitespace"),
+    "qrels doc id with a space": (Q + b"q2 0 doc one 1\n", R, "qrels", 5, "columns"),
+    # (an id whose second half is a number, "d 9", shifts columns undetectably, as in trec_eval)
+    "run doc id with a tab": (Q, b"q1 Q0 d\tx 1 0.5 t\n", "run", 1, "whitespace"),
+    "huge relevance grade": (Q + b"q2 0 d7 99999999999999999999\n", R, "qrels", 5,
+                             "out of range"),
+    "huge negative grade": (Q + b"q2 0 d7 -2147483649\n", R, "qrels", 5, "out of range"),
+    "invalid UTF-8 in run": (Q, R + b"q2 Q0 d\xff\xfe 2 0.05 t\n", "run", 4, "UTF-8"),
+    "invalid UTF-8 in qrels": (b"q1 0 d\xc3( 1\n" + Q, R, "qrels", 1, "UTF-8"),
+    "NUL byte in an id": (Q, R + b"q2 Q0 d3\x00 2 0.05 t\n", "run", 4, "NUL"),
+    "duplicate doc in run": (Q, R + b"q1 Q0 d2 9 0.01 t\n", "run", 4, "twice"),
+    "duplicate doc in qrels": (Q + b"q1 0 d1 0\n", R, "qrels", 5, "twice"),
+    "duplicate doc in a split query": (Q, R + b"q2 Q0 d4 2 0.05 t\nq1 Q0 d1 3 0.2 t\n", "run",
+                                       5, "twice"),
+    "NaN score": (Q, R + b"q2 Q0 d8 2 NaN t\n", "run", 4, "NaN"),
+    "only comments": (Q, b"# nothing\n# here\n", "run", 0, "no rows"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_input_is_one_line_exit_2(case: str, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    qrels, run, bad, line, words = HOSTILE[case]
+    q, r = _bytes_files(tmp_path, qrels, run)
+    assert main([q, r]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and words in err
+    where = q if bad == "qrels" else r
+    assert err.startswith(f"{where}:{line}: " if line else f"{where}: ")
+
+
+def test_odd_numbers_are_read_like_trec_eval(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # scores outside the exact fast path (400 digits, exponents, inf) fall back to Python's
+    # parse; huge integer ids are plain strings
+    big = b"9" * 400
+    run = (b"q1 Q0 d2 1 " + big + b" t\nq1 Q0 d1 2 1e-400 t\n"
+           b"q2 Q0 d3 1 -inf t\n" + b"q" + big + b" Q0 d1 1 1 t\n")
+    q, r = _bytes_files(tmp_path, Q, run)
+    out = _json(capsys, q, r, "-m", "mrr", "--per-query")
+    assert out["per_query"] == {"q1": {"mrr": 1 / 2}, "q2": {"mrr": 1.0}}

@@ -123,29 +123,44 @@ def _parse_number(buf, s, e, as_int):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int):  # type: ignore[no-untyped-def]
+def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int, check_col):  # type: ignore[no-untyped-def]
     """One pass over a whitespace-separated TREC file (``buf``: its bytes).
 
     Skips blank lines and comment lines (first non-blank character ``#``). Every other line
     (a row) must hold ``min_cols`` columns or more (at most ``max_cols`` when ``max_cols > 0``).
     Per row: the span of column ``id_col`` and column ``num_col`` parsed (a float, or an
     integer when ``as_int``; ``ok`` False where the caller must parse the token). Per run of
-    rows sharing ``key_col`` (a query): its first row and the key's span.
+    rows sharing ``key_col`` (a query): its first row and the key's span. Column ``check_col``
+    (``-1``: none) must start like a number (a TREC run's rank: a doc id holding whitespace
+    shifts the columns, and this is where it shows).
 
     Returns (row starts, id starts, id lengths, numbers, ok, token starts, token ends,
     segment first rows, key starts, key lengths, rows, segments, error line (1-based, 0 = none),
-    columns found on it, any non-ASCII byte).
+    columns found on it (-1: ``check_col`` is not a number, -2: a NUL byte), any non-ASCII
+    byte).
     """
     size = buf.shape[0]
+    # branch-free counts (LLVM vectorises them): rows to allocate, non-ASCII and NUL bytes
     lines = 1
-    nonascii = False
+    high = 0
+    nuls = 0
     for i in range(size):
         b = buf[i]
-        if b == 10:
-            lines += 1
-        elif b >= 128:
-            nonascii = True
+        lines += b == 10
+        high |= b
+        nuls += b == 0
+    nonascii = high >= 128
     starts = np.empty(lines, dtype=np.int64)
+    if nuls:
+        # a NUL would vanish in the zero-padded id rows ("d1\0" == "d1"): never an id byte
+        nul_line = 1
+        for i in range(size):
+            if buf[i] == 0:
+                break
+            nul_line += buf[i] == 10
+        empty = np.empty(0, dtype=np.int64)
+        return (starts, empty, empty, np.empty(0), np.empty(0, dtype=np.bool_), empty, empty,
+                empty, empty, empty, 0, 0, nul_line, -2, nonascii)
     id_s = np.empty(lines, dtype=np.int64)
     id_n = np.empty(lines, dtype=np.int64)
     vals = np.empty(lines, dtype=np.float64)
@@ -161,28 +176,29 @@ def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int): 
     prev_key_e = -1
     line = 0
     p = 0
+    # one pass: every byte is looked at once (a run line's ignored tail is only skipped)
     while p < size:
         line += 1
-        e = p
-        while e < size and buf[e] != 10:
-            e += 1
         s = p
-        while s < e and _is_space(buf[s]):
+        while s < size and buf[s] != 10 and _is_space(buf[s]):
             s += 1
-        if s == e or buf[s] == 35:  # blank line or comment
-            p = e + 1
+        if s >= size:
+            break
+        if buf[s] == 10:  # blank line
+            p = s + 1
+            continue
+        if buf[s] == 35:  # comment
+            while s < size and buf[s] != 10:
+                s += 1
+            p = s + 1
             continue
         cols = 0
         q = s
         key_s = 0
         key_e = 0
-        while q < e:
-            while q < e and _is_space(buf[q]):
-                q += 1
-            if q >= e:
-                break
+        while True:
             f = q
-            while q < e and not _is_space(buf[q]):
+            while q < size and not _is_space(buf[q]):
                 q += 1
             if cols == key_col:
                 key_s = f
@@ -196,9 +212,21 @@ def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int): 
                 v, good = _parse_number(buf, f, q, as_int)
                 vals[n] = v
                 ok[n] = good
+            if cols == check_col:
+                c0 = buf[f]
+                c1 = buf[f + 1] if q - f > 1 else 0
+                if not (48 <= c0 <= 57 or ((c0 == 45 or c0 == 43) and 48 <= c1 <= 57)):
+                    return (starts, id_s, id_n, vals, ok, tok_s, tok_e, seg_row, seg_s, seg_n,
+                            n, nseg, line, -1, nonascii)
             cols += 1
-            if max_cols <= 0 and cols >= min_cols:
-                break  # trec_eval ignores a run line's later columns
+            if max_cols <= 0 and cols >= min_cols:  # trec_eval ignores later run columns
+                while q < size and buf[q] != 10:
+                    q += 1
+                break
+            while q < size and buf[q] != 10 and _is_space(buf[q]):
+                q += 1
+            if q >= size or buf[q] == 10:
+                break
         if cols < min_cols or (max_cols > 0 and cols > max_cols):
             return (starts, id_s, id_n, vals, ok, tok_s, tok_e, seg_row, seg_s, seg_n, n, nseg,
                     line, cols, nonascii)
@@ -217,7 +245,7 @@ def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int): 
         prev_key_s = key_s
         prev_key_e = key_e
         n += 1
-        p = e + 1
+        p = q + 1
     return (starts, id_s, id_n, vals, ok, tok_s, tok_e, seg_row, seg_s, seg_n, n, nseg, 0, 0,
             nonascii)
 
