@@ -19,15 +19,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.csv as pacsv
 
 from bench.errors import InputError
 from bench.metrics.base import Qrels, Run
 from bench_kernels import api
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 QrelsFormat = Literal["trec", "beir"]
 _RUN_COLUMNS = "qid Q0 docid rank score tag"
@@ -58,6 +59,7 @@ def _first_line(path: Path) -> tuple[int, str]:
 
 def _one_chunk(col: pa.ChunkedArray) -> pa.Array:
     """A string column as one array (64-bit offsets past 2 GiB of text)."""
+    import pyarrow as pa  # only BEIR TSV qrels go through arrow: keep it off the TREC path
     if col.num_chunks == 1:
         return col.chunk(0)
     if sum(c.buffers()[2].size if c.buffers()[2] is not None else 0 for c in col.chunks) \
@@ -82,6 +84,8 @@ def _ids_to_bytes(arr: pa.Array) -> np.ndarray:
 
 
 def _offsets(c: pa.Array) -> np.ndarray:
+    import pyarrow as pa
+
     kind = np.int64 if pa.types.is_large_string(c.type) else np.int32
     raw = np.frombuffer(c.buffers()[1], dtype=kind)
     return raw[c.offset : c.offset + len(c) + 1]
@@ -89,6 +93,8 @@ def _offsets(c: pa.Array) -> np.ndarray:
 
 def _group(col: pa.Array, *cols: np.ndarray) -> tuple[tuple[str, ...], np.ndarray, list]:
     """CSR by query in first-seen order; rows of a query keep their file order."""
+    import pyarrow as pa
+
     if len(col):
         # usual case: each query's rows are contiguous; one pass finds where the id changes
         starts = api.segment_starts(np.frombuffer(col.buffers()[2], dtype=np.uint8),
@@ -108,6 +114,9 @@ def _group(col: pa.Array, *cols: np.ndarray) -> tuple[tuple[str, ...], np.ndarra
 
 def _arrow_table(path: Path, delimiter: str, skip_rows: int, names: list[str],
                  types: dict[str, pa.DataType]) -> pa.Table:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
     try:
         return pacsv.read_csv(
             path,
@@ -266,6 +275,8 @@ def read_qrels(path: str | Path) -> Qrels:
             path, min_cols=4, max_cols=4, num_col=3, as_int=True, layout="qid 0 docid rel",
             what="relevance")
         return Qrels(query_ids, offsets, docs, rels.astype(np.int32))
+    import pyarrow as pa
+
     try:
         names = ["qid", "docid", "rel"]
         table = _arrow_table(path, "\t", int(header), names, {
