@@ -42,3 +42,36 @@ def test_qrels_grades_and_unicode_ids(tmp_path: Path) -> None:
     assert qrels.query_ids == ("q1", "q2") and qrels.rels.tolist() == [3, -1, 0]
     # U+00A0 is not C whitespace: it stays inside the id, as trec_eval keeps it
     assert [d.decode() for d in qrels.doc_ids] == ["dé", "d\u00a0x", "d"]
+
+
+def test_pieces_parsed_in_parallel_equal_one_piece() -> None:
+    from bench_kernels import cpu
+
+    # blank and comment lines, queries crossing piece boundaries, a final line without "\n"
+    lines = []
+    for i in range(400):
+        lines.append(f"q{i // 37} Q0 d{i} {i} {i / 7:.4f} t")
+        if i % 53 == 0:
+            lines += ["", "# note", "   "]
+    buf = np.frombuffer("\n".join(lines).encode(), dtype=np.uint8).copy()
+    args = (np.int64(6), np.int64(0), np.int64(0), np.int64(2), np.int64(4), False, np.int64(3))
+    one = cpu.scan_trec_lines(buf, *args, np.int64(1))
+    n = one[10]
+    assert n == 400 and one[11] == 11  # rows, queries
+    for parts in (2, 7, 64):
+        many = cpu.scan_trec_lines(buf, *args, np.int64(parts))
+        assert many[10:] == one[10:]
+        for a, b in zip(one[:7], many[:7], strict=True):
+            assert np.array_equal(a[:n], b[:n])
+        for a, b in zip(one[7:10], many[7:10], strict=True):
+            assert np.array_equal(a, b)
+
+
+def test_error_line_is_global_with_pieces() -> None:
+    from bench_kernels import cpu
+
+    text = "".join(f"q1 Q0 d{i} {i} 1 t\n" for i in range(300)) + "q1 Q0 dx\n"
+    buf = np.frombuffer(text.encode(), dtype=np.uint8).copy()
+    out = cpu.scan_trec_lines(buf, np.int64(6), np.int64(0), np.int64(0), np.int64(2),
+                              np.int64(4), False, np.int64(3), np.int64(5))
+    assert (out[12], out[13]) == (301, 3)

@@ -123,8 +123,91 @@ def _parse_number(buf, s, e, as_int):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int, check_col):  # type: ignore[no-untyped-def]
-    """One pass over a whitespace-separated TREC file (``buf``: its bytes).
+def _scan_part(buf, lo, hi, base, min_cols, max_cols, key_col, id_col, num_col, as_int,
+               check_col, starts, id_s, id_n, vals, ok, tok_s, tok_e, new_key, key_s, key_n):  # type: ignore[no-untyped-def]
+    """Scan the lines of ``buf[lo:hi]`` (whole lines) into rows ``base, base + 1, ...``.
+
+    Returns (rows, error line within the part (1-based, 0 = none), columns found on it or -1
+    when ``check_col`` is not a number, start and end of the last row's key)."""
+    n = 0
+    prev_key_s = -1
+    prev_key_e = -1
+    line = 0
+    p = lo
+    while p < hi:
+        line += 1
+        s = p
+        while s < hi and buf[s] != 10 and _is_space(buf[s]):
+            s += 1
+        if s >= hi:
+            break
+        if buf[s] == 10:  # blank line
+            p = s + 1
+            continue
+        if buf[s] == 35:  # comment
+            while s < hi and buf[s] != 10:
+                s += 1
+            p = s + 1
+            continue
+        r = base + n
+        cols = 0
+        q = s
+        k0 = 0
+        k1 = 0
+        while True:
+            f = q
+            while q < hi and not _is_space(buf[q]):
+                q += 1
+            if cols == key_col:
+                k0 = f
+                k1 = q
+            if cols == id_col:
+                id_s[r] = f
+                id_n[r] = q - f
+            if cols == num_col:
+                tok_s[r] = f
+                tok_e[r] = q
+                v, good = _parse_number(buf, f, q, as_int)
+                vals[r] = v
+                ok[r] = good
+            if cols == check_col:
+                c0 = buf[f]
+                c1 = buf[f + 1] if q - f > 1 else 0
+                if not (48 <= c0 <= 57 or ((c0 == 45 or c0 == 43) and 48 <= c1 <= 57)):
+                    return n, line, -1, prev_key_s, prev_key_e
+            cols += 1
+            if max_cols <= 0 and cols >= min_cols:  # trec_eval ignores later run columns
+                while q < hi and buf[q] != 10:
+                    q += 1
+                break
+            while q < hi and buf[q] != 10 and _is_space(buf[q]):
+                q += 1
+            if q >= hi or buf[q] == 10:
+                break
+        if cols < min_cols or (max_cols > 0 and cols > max_cols):
+            return n, line, cols, prev_key_s, prev_key_e
+        same = prev_key_e - prev_key_s == k1 - k0
+        if same:
+            for t in range(k1 - k0):
+                if buf[k0 + t] != buf[prev_key_s + t]:
+                    same = False
+                    break
+        new_key[r] = not same
+        if not same:
+            key_s[r] = k0
+            key_n[r] = k1 - k0
+        starts[r] = s
+        prev_key_s = k0
+        prev_key_e = k1
+        n += 1
+        p = q + 1
+    return n, 0, 0, prev_key_s, prev_key_e
+
+
+@njit(cache=True, parallel=True)
+def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int, check_col,
+                    parts):  # type: ignore[no-untyped-def]
+    """Parse a whitespace-separated TREC file (``buf``: its bytes), ``parts`` pieces at once.
 
     Skips blank lines and comment lines (first non-blank character ``#``). Every other line
     (a row) must hold ``min_cols`` columns or more (at most ``max_cols`` when ``max_cols > 0``).
@@ -140,112 +223,122 @@ def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int, c
     byte).
     """
     size = buf.shape[0]
-    # branch-free counts (LLVM vectorises them): rows to allocate, non-ASCII and NUL bytes
-    lines = 1
-    high = 0
-    nuls = 0
-    for i in range(size):
-        b = buf[i]
-        lines += b == 10
-        high |= b
-        nuls += b == 0
-    nonascii = high >= 128
-    starts = np.empty(lines, dtype=np.int64)
-    if nuls:
+    bounds = np.empty(parts + 1, dtype=np.int64)
+    bounds[0] = 0
+    bounds[parts] = size
+    for k in range(1, parts):  # each piece starts at a line start
+        b = max(size * k // parts, bounds[k - 1])
+        while 0 < b < size and buf[b - 1] != 10:
+            b += 1
+        bounds[k] = b
+    newlines = np.zeros(parts, dtype=np.int64)
+    highs = np.zeros(parts, dtype=np.int64)
+    nuls = np.zeros(parts, dtype=np.int64)
+    for k in prange(parts):
+        # branch-free counts (LLVM vectorises them): rows to allocate, non-ASCII, NUL bytes
+        c = 0
+        h = 0
+        z = 0
+        for i in range(bounds[k], bounds[k + 1]):
+            b = buf[i]
+            c += b == 10
+            h |= b
+            z += b == 0
+        newlines[k] = c
+        highs[k] = h
+        nuls[k] = z
+    nonascii = highs.max() >= 128
+    # a piece holds at most (its newlines) lines, the last one one more (no final newline)
+    cap = newlines.copy()
+    cap[parts - 1] += 1
+    first_line = np.zeros(parts, dtype=np.int64)  # lines before each piece
+    for k in range(1, parts):
+        first_line[k] = first_line[k - 1] + newlines[k - 1]
+    total = first_line[parts - 1] + cap[parts - 1]
+    starts = np.empty(total, dtype=np.int64)
+    empty = np.empty(0, dtype=np.int64)
+    if nuls.sum():
         # a NUL would vanish in the zero-padded id rows ("d1\0" == "d1"): never an id byte
         nul_line = 1
         for i in range(size):
             if buf[i] == 0:
                 break
             nul_line += buf[i] == 10
-        empty = np.empty(0, dtype=np.int64)
         return (starts, empty, empty, np.empty(0), np.empty(0, dtype=np.bool_), empty, empty,
                 empty, empty, empty, 0, 0, nul_line, -2, nonascii)
-    id_s = np.empty(lines, dtype=np.int64)
-    id_n = np.empty(lines, dtype=np.int64)
-    vals = np.empty(lines, dtype=np.float64)
-    ok = np.ones(lines, dtype=np.bool_)
-    tok_s = np.empty(lines, dtype=np.int64)
-    tok_e = np.empty(lines, dtype=np.int64)
-    seg_row = np.empty(lines, dtype=np.int64)
-    seg_s = np.empty(lines, dtype=np.int64)
-    seg_n = np.empty(lines, dtype=np.int64)
-    n = 0
-    nseg = 0
-    prev_key_s = -1
-    prev_key_e = -1
-    line = 0
-    p = 0
-    # one pass: every byte is looked at once (a run line's ignored tail is only skipped)
-    while p < size:
-        line += 1
-        s = p
-        while s < size and buf[s] != 10 and _is_space(buf[s]):
-            s += 1
-        if s >= size:
-            break
-        if buf[s] == 10:  # blank line
-            p = s + 1
+    id_s = np.empty(total, dtype=np.int64)
+    id_n = np.empty(total, dtype=np.int64)
+    vals = np.empty(total, dtype=np.float64)
+    ok = np.ones(total, dtype=np.bool_)
+    tok_s = np.empty(total, dtype=np.int64)
+    tok_e = np.empty(total, dtype=np.int64)
+    new_key = np.zeros(total, dtype=np.bool_)
+    key_s = np.empty(total, dtype=np.int64)  # written only where new_key: mostly never touched
+    key_n = np.empty(total, dtype=np.int64)
+    rows = np.zeros(parts, dtype=np.int64)
+    err_line = np.zeros(parts, dtype=np.int64)
+    err_cols = np.zeros(parts, dtype=np.int64)
+    last_s = np.zeros(parts, dtype=np.int64)
+    last_e = np.zeros(parts, dtype=np.int64)
+    for k in prange(parts):
+        n, el, ec, ls, le = _scan_part(buf, bounds[k], bounds[k + 1], first_line[k], min_cols,
+                                       max_cols, key_col, id_col, num_col, as_int, check_col,
+                                       starts, id_s, id_n, vals, ok, tok_s, tok_e, new_key,
+                                       key_s, key_n)
+        rows[k] = n
+        err_line[k] = el
+        err_cols[k] = ec
+        last_s[k] = ls
+        last_e[k] = le
+    for k in range(parts):
+        if err_line[k]:
+            return (starts, id_s, id_n, vals, ok, tok_s, tok_e, empty, empty, empty, 0, 0,
+                    first_line[k] + err_line[k], err_cols[k], nonascii)
+    # a query that spans two pieces starts only once
+    prev = -1
+    for k in range(parts):
+        if rows[k] == 0:
             continue
-        if buf[s] == 35:  # comment
-            while s < size and buf[s] != 10:
-                s += 1
-            p = s + 1
-            continue
-        cols = 0
-        q = s
-        key_s = 0
-        key_e = 0
-        while True:
-            f = q
-            while q < size and not _is_space(buf[q]):
-                q += 1
-            if cols == key_col:
-                key_s = f
-                key_e = q
-            if cols == id_col:
-                id_s[n] = f
-                id_n[n] = q - f
-            if cols == num_col:
-                tok_s[n] = f
-                tok_e[n] = q
-                v, good = _parse_number(buf, f, q, as_int)
-                vals[n] = v
-                ok[n] = good
-            if cols == check_col:
-                c0 = buf[f]
-                c1 = buf[f + 1] if q - f > 1 else 0
-                if not (48 <= c0 <= 57 or ((c0 == 45 or c0 == 43) and 48 <= c1 <= 57)):
-                    return (starts, id_s, id_n, vals, ok, tok_s, tok_e, seg_row, seg_s, seg_n,
-                            n, nseg, line, -1, nonascii)
-            cols += 1
-            if max_cols <= 0 and cols >= min_cols:  # trec_eval ignores later run columns
-                while q < size and buf[q] != 10:
-                    q += 1
-                break
-            while q < size and buf[q] != 10 and _is_space(buf[q]):
-                q += 1
-            if q >= size or buf[q] == 10:
-                break
-        if cols < min_cols or (max_cols > 0 and cols > max_cols):
-            return (starts, id_s, id_n, vals, ok, tok_s, tok_e, seg_row, seg_s, seg_n, n, nseg,
-                    line, cols, nonascii)
-        same = prev_key_e - prev_key_s == key_e - key_s
-        if same:
-            for t in range(key_e - key_s):
-                if buf[key_s + t] != buf[prev_key_s + t]:
+        r = first_line[k]
+        if prev >= 0 and last_e[prev] - last_s[prev] == key_n[r]:
+            same = True
+            for t in range(key_n[r]):
+                if buf[key_s[r] + t] != buf[last_s[prev] + t]:
                     same = False
                     break
-        if not same:
-            seg_row[nseg] = n
-            seg_s[nseg] = key_s
-            seg_n[nseg] = key_e - key_s
-            nseg += 1
-        starts[n] = s
-        prev_key_s = key_s
-        prev_key_e = key_e
-        n += 1
-        p = q + 1
+            if same:
+                new_key[r] = False
+        prev = k
+    # close the gaps blank and comment lines left between pieces (none in a typical run)
+    n = 0
+    for k in range(parts):
+        src = first_line[k]
+        if src != n:
+            for i in range(rows[k]):
+                starts[n + i] = starts[src + i]
+                id_s[n + i] = id_s[src + i]
+                id_n[n + i] = id_n[src + i]
+                vals[n + i] = vals[src + i]
+                ok[n + i] = ok[src + i]
+                tok_s[n + i] = tok_s[src + i]
+                tok_e[n + i] = tok_e[src + i]
+                new_key[n + i] = new_key[src + i]
+                key_s[n + i] = key_s[src + i]
+                key_n[n + i] = key_n[src + i]
+        n += rows[k]
+    nseg = 0
+    for i in range(n):
+        nseg += new_key[i]
+    seg_row = np.empty(nseg, dtype=np.int64)
+    seg_s = np.empty(nseg, dtype=np.int64)
+    seg_n = np.empty(nseg, dtype=np.int64)
+    j = 0
+    for i in range(n):
+        if new_key[i]:
+            seg_row[j] = i
+            seg_s[j] = key_s[i]
+            seg_n[j] = key_n[i]
+            j += 1
     return (starts, id_s, id_n, vals, ok, tok_s, tok_e, seg_row, seg_s, seg_n, n, nseg, 0, 0,
             nonascii)
 
