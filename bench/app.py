@@ -71,6 +71,10 @@ def _config_error_line(exc: BaseException) -> str | None:
 
 def main() -> None:
     register()
+    if "--help" in sys.argv[1:] or "-h" in sys.argv[1:]:
+        from bench.intro import intro  # bench's own help first; Hydra's generic help follows
+
+        print(intro(CONF_DIR))
     user_wants_trace = "HYDRA_FULL_ERROR" in os.environ
     # Let composition errors reach us instead of Hydra's multi-line report with exit 1.
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.errors import InputError
@@ -36,39 +37,88 @@ class Side:
     value: np.ndarray
 
 
+def _read(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """A Parquet table; an unreadable or corrupt file is one InputError line."""
+    try:
+        return pq.read_table(path, columns=list(columns) if columns else None)
+    except (pa.ArrowException, OSError, ValueError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise InputError(path, 0, f"not a readable Parquet file ({first})") from None
+
+
+def _labels(path: Path) -> dict[str, str]:
+    """config_id -> label from the run's configs.parquet (empty when it has none)."""
+    configs = path.parent / "configs.parquet"
+    if not configs.exists():
+        return {}
+    table = _read(configs)
+    if not {"config_id", "label"} <= set(table.column_names):
+        raise InputError(configs, 0, "missing columns config_id/label")
+    return dict(zip(table.column("config_id").to_pylist(), table.column("label").to_pylist(),
+                    strict=True))
+
+
+def _resolve(path: Path, wanted: str, configs: list[str]) -> str:
+    """A config id given as an id or as a label (configs.parquet's ``label``)."""
+    if wanted in configs:
+        return wanted
+    labels = _labels(path)
+    hits = [c for c in configs if labels.get(c) == wanted]
+    if len(hits) == 1:
+        return hits[0]
+    shown = ", ".join(f"{c} ({labels[c]})" if c in labels else c for c in configs)
+    if hits:
+        raise UsageError(f"{path}: label {wanted!r} names configs {hits}: use an id ({shown})")
+    raise UsageError(f"{path} has no config with id or label {wanted!r}; it holds {shown}")
+
+
 def load_side(run_dir: Path, config_id: str | None, flag: str) -> Side:
     """Rows of one config from ``run_dir/per_query.parquet``.
 
-    A file holding several configs needs ``config_id`` (the ``flag`` option); the error names
-    the configs present.
+    A file holding several configs needs ``config_id`` (the ``flag`` option): a config id or
+    its label from the run's ``configs.parquet``; the error names the configs present. A
+    corrupt file or a NaN value is an InputError (one line).
     """
     path = run_dir / "per_query.parquet" if run_dir.is_dir() else run_dir
     if not path.exists():
         raise InputError(path, 0, "not found (expected a run dir holding per_query.parquet)")
-    table = pq.read_table(path)
+    table = _read(path)
     missing = [c for c in _COLUMNS if c not in table.column_names]
     if missing:
         raise InputError(path, 0, f"missing columns {missing}")
-    cols = {c: table.column(c).to_numpy(zero_copy_only=False) for c in _COLUMNS}
+    try:
+        cols = {c: table.column(c).to_numpy(zero_copy_only=False) for c in _COLUMNS}
+        values = cols["value"].astype(np.float64)
+    except (pa.ArrowException, TypeError, ValueError) as err:
+        raise InputError(path, 0, f"unreadable columns ({err})") from None
     configs = list(dict.fromkeys(cols["config_id"].tolist()))
     if not configs:
         raise InputError(path, 0, "holds no rows")
     if config_id is None:
         if len(configs) > 1:
-            raise UsageError(f"{path} holds configs {configs}: choose one with {flag}")
+            labels = _labels(path)
+            shown = ", ".join(f"{c} ({labels[c]})" if c in labels else c for c in configs)
+            raise UsageError(f"{path} holds configs {shown}: choose one with {flag} "
+                             "(id or label)")
         config_id = configs[0]
-    elif config_id not in configs:
-        raise UsageError(f"{path} has no config {config_id!r}; it holds {configs}")
+    else:
+        config_id = _resolve(path, config_id, configs)
     sel = cols["config_id"] == config_id
     if "status" in table.column_names:  # schema >= 2: only values whose status carries one
         status = table.column("status").to_numpy(zero_copy_only=False).astype(str)
         sel &= np.isin(status, VALUED)
+    nan = np.flatnonzero(np.isnan(values[sel]))
+    if nan.size:
+        i = nan[0]
+        raise InputError(path, 0, f"config {config_id!r}: metric "
+                                  f"{cols['metric'][sel][i]!r} of query "
+                                  f"{cols['query_id'][sel][i]!r} is NaN ({nan.size} NaN values)")
     return Side(
         config_id,
         cols["query_id"][sel].astype(str),
         cols["category"][sel].astype(str),
         cols["metric"][sel].astype(str),
-        cols["value"][sel].astype(np.float64),
+        values[sel],
     )
 
 
@@ -149,8 +199,8 @@ def _parser() -> OneLineParser:
     p = OneLineParser(prog="python -m bench.compare", description=__doc__.splitlines()[0])
     p.add_argument("run_a", type=Path)
     p.add_argument("run_b", type=Path)
-    p.add_argument("--config-a")
-    p.add_argument("--config-b")
+    p.add_argument("--config-a", help="config id or label (configs.parquet) of run A")
+    p.add_argument("--config-b", help="config id or label (configs.parquet) of run B")
     p.add_argument("--metric", action="extend", nargs="+", default=None)
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--resamples", type=int, default=1000)

@@ -101,5 +101,6 @@ class Chunker(Protocol):
 
 
 def chunk_text_field(doc: Document) -> str:
-    """The text a chunker sees: the title on its own line, then the body (title helps recall)."""
-    return f"{doc.title}\n{doc.text}" if doc.title else doc.text
+    """The text a chunker sees: the title on its own line, then the body (title helps recall);
+    the text alone when it already holds the title (``title_in_text``, BEIR/MTEB passages)."""
+    return f"{doc.title}\n{doc.text}" if doc.title and not doc.title_in_text else doc.text

@@ -177,6 +177,7 @@ class StructuralChunker:
         rows = TableBuilder()
         for i, text, tokens in tokenized(documents, tokenizer):
             doc = documents[i]
+            # BEIR passages join "title body" with one space: the body starts at the same place
             body_start = len(doc.title) + 1 if doc.title else 0
             for sec in sections(text, body_start):
                 for span in self._split(text, tokens, sec):

@@ -22,7 +22,12 @@ CATEGORIES = ("exact_lookup", "semantic_lookup", "multi_doc", "unanswerable")
 
 @dataclass(frozen=True)
 class Document:
-    """One corpus document. ``allowed_roles`` empty means visible to every caller."""
+    """One corpus document. ``allowed_roles`` empty means visible to every caller.
+
+    ``title_in_text``: ``text`` already holds the title (BEIR/MTEB passages are
+    ``(title + " " + text).strip()``); ``title`` is then for display only and chunkers do not
+    prepend it again.
+    """
 
     doc_id: str
     text: str
@@ -30,6 +35,7 @@ class Document:
     tags: tuple[str, ...] = ()
     allowed_roles: tuple[str, ...] = ()
     tenant: str = ""
+    title_in_text: bool = False
 
 
 @dataclass(frozen=True)
@@ -54,12 +60,18 @@ class Query:
 
 @dataclass(frozen=True)
 class Dataset:
-    """A loaded benchmark. ``fingerprint`` is a content hash: it keys every downstream cache."""
+    """A loaded benchmark. ``fingerprint`` is a content hash: it keys every downstream cache.
+
+    ``n_dropped_queries``: queries of the source left out because they have no positive
+    judgement (BEIR splits); ``dropped_reason`` says why, for run.json and the report header.
+    """
 
     name: str
     documents: tuple[Document, ...]
     queries: tuple[Query, ...]
     fingerprint: str = field(default="")
+    n_dropped_queries: int = 0
+    dropped_reason: str = ""
 
     def __post_init__(self) -> None:
         if not self.fingerprint:
@@ -78,8 +90,10 @@ def fingerprint(documents: tuple[Document, ...], queries: tuple[Query, ...]) -> 
     """sha256 over a canonical serialisation of every document and query field."""
     h = hashlib.sha256()
     for d in documents:
-        h.update(json.dumps([d.doc_id, d.title, d.text, d.tags, d.allowed_roles, d.tenant],
-                            ensure_ascii=False).encode())
+        fields: list[object] = [d.doc_id, d.title, d.text, d.tags, d.allowed_roles, d.tenant]
+        if d.title_in_text:  # only then: fingerprints of existing datasets stay as they were
+            fields.append("title_in_text")
+        h.update(json.dumps(fields, ensure_ascii=False).encode())
         h.update(b"\x00")
     h.update(b"\x01queries\x01")
     for q in queries:

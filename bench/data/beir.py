@@ -6,10 +6,15 @@ Layout (as written by BEIR's ``GenericDataLoader`` datasets)::
     PATH/queries.jsonl       {"_id": "q1", "text": "...", "metadata": {...}}
     PATH/qrels/<split>.tsv   header "query-id<TAB>corpus-id<TAB>score", one judgement a row
 
-Extra keys in the JSONL rows (BEIR's ``metadata`` and friends) are ignored: the format is
-external and they carry nothing ``Document`` can hold. Queries with no positive judgement in the
-split are dropped and counted in a log line; a judgement naming an unknown query or document,
-a duplicate id or a malformed row raises ``InputError(file, line, ...)``.
+Each passage is ``(title + " " + text).strip()``, as BEIR's and MTEB's encoders build it
+(``beir.retrieval.models.SentenceBERT.encode_corpus``; MTEB's retrieval evaluator), so scores
+are comparable with theirs; the title is kept on the ``Document`` for display
+(``title_in_text=True``: chunkers do not prepend it again). Extra keys in the JSONL rows are
+ignored, except a query field named by ``category_field``. Query categories come from
+``categories`` (a JSONL mapping, ``bench.data.categories``) or ``category_field``; otherwise
+every query is ``default``. Queries with no positive judgement in the split are dropped and
+counted in ``Dataset.n_dropped_queries`` (and a log line); a judgement naming an unknown query
+or document, a duplicate id or a malformed row raises ``InputError(file, line, ...)``.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from bench.config.build import OptionError
 from bench.data.base import Dataset, Document, Query
+from bench.data.categories import apply_categories, field_category, read_category_map
 from bench.data.jsonl import (
     Where,
     cell_grade,
@@ -26,6 +33,7 @@ from bench.data.jsonl import (
     json_id,
     json_str,
     read_text,
+    require_file,
     require_rows,
 )
 from bench.errors import InputError
@@ -36,16 +44,29 @@ QRELS_HEADER = ("query-id", "corpus-id", "score")
 
 
 class BeirDataset:
-    """Loads ``path`` (a BEIR dataset folder) with the qrels of ``split``."""
+    """Loads ``path`` (a BEIR dataset folder) with the qrels of ``split``.
 
-    def __init__(self, *, path: str, split: str = "test") -> None:
+    ``categories``: a JSONL file of ``{"query_id", "category"}`` rows; ``category_field``: a
+    (dotted) field of the query rows holding the category (``metadata.type``). At most one.
+    """
+
+    def __init__(self, *, path: str | None = None, split: str = "test",
+                 categories: str | None = None, category_field: str | None = None) -> None:
+        if path is None or path in ("", "???"):
+            raise OptionError("path", "required: set dataset.path=DIR, a BEIR folder holding "
+                                      "corpus.jsonl, queries.jsonl and qrels/<split>.tsv")
+        if categories and category_field:
+            raise OptionError("categories", "give categories (a mapping file) or "
+                                            "category_field, not both")
         self.path = path
         self.split = split
+        self.categories = categories
+        self.category_field = category_field
 
     def load(self) -> Dataset:
         root = Path(self.path)
         documents = _read_corpus(root / "corpus.jsonl")
-        texts = _read_queries(root / "queries.jsonl")
+        texts, from_field = _read_queries(root / "queries.jsonl", self.category_field)
         qrels = _read_qrels(root / "qrels" / f"{self.split}.tsv", set(texts),
                             {d.doc_id for d in documents})
         queries = tuple(
@@ -57,14 +78,21 @@ class BeirDataset:
             raise InputError(root / "qrels" / f"{self.split}.tsv", 0,
                              "no query has a positive judgement (score >= 1) in this split: "
                              "nothing to evaluate")
+        if self.categories:
+            queries = apply_categories(queries, read_category_map(self.categories, texts),
+                                       self.categories)
+        elif self.category_field:
+            queries = apply_categories(queries, from_field,
+                                       f"{root / 'queries.jsonl'} field {self.category_field}")
         dropped = len(texts) - len(queries)
         zero_only = sum(1 for qid in texts
                         if qid in qrels and not any(g >= 1 for _, g in qrels[qid]))
-        log.info("beir %s [%s]: %d documents, %d queries kept, %d dropped without a positive "
-                 "qrel in this split (%d of them had only score-0 judgements)",
-                 root.name, self.split, len(documents), len(queries), dropped, zero_only)
+        reason = (f"no positive judgement in qrels/{self.split}.tsv ({zero_only} with only "
+                  f"score-0 judgements, {dropped - zero_only} not judged)") if dropped else ""
+        log.info("beir %s [%s]: %d documents, %d queries kept, %d dropped: %s",
+                 root.name, self.split, len(documents), len(queries), dropped, reason or "-")
         return Dataset(name=f"beir:{root.name}:{self.split}", documents=documents,
-                       queries=queries)
+                       queries=queries, n_dropped_queries=dropped, dropped_reason=reason)
 
 
 def _read_corpus(path: Path) -> tuple[Document, ...]:
@@ -79,15 +107,23 @@ def _read_corpus(path: Path) -> tuple[Document, ...]:
         if "text" not in obj:
             raise where.error("missing required field 'text'")
         # BEIR corpora do contain documents with an empty text (title only): keep them.
-        docs.append(Document(doc_id=doc_id,
-                             text=json_str(obj["text"], "text", where, allow_empty=True),
-                             title=json_str(obj.get("title") or "", "title", where,
-                                            allow_empty=True)))
+        text = json_str(obj["text"], "text", where, allow_empty=True)
+        title = json_str(obj.get("title") or "", "title", where, allow_empty=True)
+        docs.append(Document(doc_id=doc_id, text=passage(title, text), title=title,
+                             title_in_text=True))
     require_rows(path, len(docs), "documents")
     return tuple(docs)
 
 
-def _read_queries(path: Path) -> dict[str, str]:
+def passage(title: str, text: str) -> str:
+    """BEIR's and MTEB's passage: ``(title + " " + text).strip()`` (text alone when untitled)."""
+    return f"{title} {text}".strip() if title else text.strip()
+
+
+def _read_queries(path: Path, category_field: str | None
+                  ) -> tuple[dict[str, str], dict[str, str]]:
+    """({query_id: text}, {query_id: category from ``category_field``})."""
+    cats: dict[str, str] = {}
     texts: dict[str, str] = {}
     first_line: dict[str, int] = {}
     for where, obj in iter_jsonl(path):
@@ -98,8 +134,12 @@ def _read_queries(path: Path) -> dict[str, str]:
         if "text" not in obj:
             raise where.error("missing required field 'text'")
         texts[qid] = json_str(obj["text"], "text", where)
+        if category_field:
+            cat = field_category(obj, category_field, where)
+            if cat is not None:
+                cats[qid] = cat
     require_rows(path, len(texts), "queries")
-    return texts
+    return texts, cats
 
 
 def _id(obj: dict[str, object], where: Where) -> str:

@@ -108,7 +108,7 @@ class TagMatcher:
         word_docs: Counter[str] = Counter()
         word_tag_docs: Counter[tuple[str, str]] = Counter()
         for d in documents:
-            toks = _tokens(f"{d.title} {d.text}")
+            toks = _tokens(d.text if d.title_in_text else f"{d.title} {d.text}")
             joined.append(f" {' '.join(toks)} ")
             words = set(toks)
             word_docs.update(words)  # Counter.update counts in C: the corpus pass stays fast

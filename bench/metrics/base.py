@@ -128,22 +128,25 @@ class Run:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Per-query metric values of the EXPECTED queries (>= 1 relevant doc), in qrels order.
+    """Per-query metric values of the averaged queries, in qrels order.
 
-    A query missing from the run was scored as an empty ranking and is listed in
-    ``missing_runs``; queries without a relevant doc are not scored, only listed.
+    ``averaging`` names which queries those are (``bench.metrics.engine.Averaging``): with
+    ``bench`` the EXPECTED queries (>= 1 relevant doc), a query missing from the run scored as
+    an empty ranking and listed in ``missing_runs``, queries without a relevant doc not scored,
+    only listed; with ``trec_eval`` / ``trec_eval_c`` trec_eval's default / ``-c`` sets.
     """
 
     query_ids: tuple[str, ...]
-    values: Mapping[str, np.ndarray]  # metric name -> float64 per expected query
+    values: Mapping[str, np.ndarray]  # metric name -> float64 per averaged query
     num_queries: int
     missing_runs: tuple[str, ...]
     queries_without_relevant: tuple[str, ...]
+    averaging: str = "bench"
 
     def aggregate(self) -> dict[str, float]:
         """Mean of each metric over the expected queries (METRICS.md); needs >= 1 query."""
         if self.num_queries == 0:
-            raise ValueError("no expected query (>= 1 relevant doc) to average over")
+            raise ValueError(f"no query to average over ({self.averaging} averaging)")
         return {name: float(np.mean(v)) for name, v in self.values.items()}
 
     def per_query(self) -> dict[str, dict[str, float]]:

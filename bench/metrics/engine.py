@@ -8,6 +8,7 @@ CPU or CUDA by ``device``); this module only prepares arrays, vectorised.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -16,7 +17,15 @@ from bench.metrics.base import DuplicateDocError, Evaluation, Qrels, Run
 from bench.metrics.registry import MetricSpec, UnknownMetricError, parse_metric
 from bench_kernels import api
 
-__all__ = ["Evaluation", "Qrels", "Run", "evaluate", "rank", "rrf"]
+__all__ = ["AVERAGING", "Averaging", "Evaluation", "Qrels", "Run", "evaluate", "rank", "rrf"]
+
+#: Which queries a mean is taken over (/work/shared/METRICS.md):
+#: ``bench`` qrels queries with >= 1 relevant doc; a query without a run scores 0 (counted);
+#: ``trec_eval`` trec_eval's default: qrels queries that also have a run, all-non-relevant
+#: ones included (scoring 0); ``trec_eval_c`` trec_eval ``-c``: every qrels query, a query
+#: without a run scoring 0.
+Averaging = Literal["bench", "trec_eval", "trec_eval_c"]
+AVERAGING: tuple[str, ...] = get_args(Averaging)
 
 
 def _ranking_specs(metrics: Sequence[str]) -> list[MetricSpec]:
@@ -100,25 +109,39 @@ def evaluate(
     *,
     relevance_level: int = 1,
     device: str = "cpu",
+    averaging: Averaging = "bench",
+    max_docs: int | None = None,
 ) -> Evaluation:
-    """Per-query values of ``metrics`` for every expected query of ``qrels``.
+    """Per-query values of ``metrics`` for the queries ``averaging`` selects from ``qrels``.
 
-    Expected = judged docs with grade >= ``relevance_level`` (>= 1, as trec_eval) exist. A run
-    without an expected query counts as an empty ranking (trec_eval -c) and is listed in
-    ``missing_runs``. Raises UnknownMetricError, DuplicateDocError (run or qrels), BenchError on
-    a NaN score, DeviceError, ValueError on a relevance level below 1.
+    ``bench`` (default): expected = judged docs with grade >= ``relevance_level`` (>= 1, as
+    trec_eval) exist; a run without an expected query counts as an empty ranking and is listed
+    in ``missing_runs``. ``trec_eval`` / ``trec_eval_c``: see :data:`Averaging`.
+    ``max_docs``: keep each ranking's first N docs in trec_eval order (trec_eval ``-M``).
+    Raises UnknownMetricError, DuplicateDocError (run or qrels), BenchError on a NaN score,
+    DeviceError, ValueError on a relevance level below 1, a bad ``max_docs`` or averaging.
     """
     if relevance_level < 1:
         raise ValueError(f"relevance_level must be >= 1, got {relevance_level}")
+    if averaging not in AVERAGING:
+        raise ValueError(f"averaging must be one of {', '.join(AVERAGING)}, got {averaging!r}")
     specs = _ranking_specs(metrics)
+    if max_docs is not None:
+        run = _truncate(run, max_docs, device)
     n_rel = np.bincount(
         _query_index(qrels.offsets), weights=qrels.rels >= relevance_level,
         minlength=len(qrels.query_ids),
     ).astype(np.int64)
-    expected = np.flatnonzero(n_rel > 0)
+    all_positions = _run_positions(qrels.query_ids, run.query_ids)
+    if averaging == "bench":
+        expected = np.flatnonzero(n_rel > 0)
+    elif averaging == "trec_eval":
+        expected = np.flatnonzero(all_positions >= 0)
+    else:
+        expected = np.arange(len(qrels.query_ids), dtype=np.int64)
     run_units = api.id_units(run.doc_ids)
     q_units, prepared = _prepared_qrels(qrels, run_units.dtype)
-    run_of_query = _run_positions(qrels.query_ids, run.query_ids)[expected]
+    run_of_query = all_positions[expected]
 
     values, dup, nan = api.evaluate_runs(
         run_units, run.offsets, run.scores, q_units, qrels.offsets, qrels.rels,
@@ -137,7 +160,25 @@ def evaluate(
         num_queries=len(expected_ids),
         missing_runs=tuple(expected_ids[i] for i in np.flatnonzero(run_of_query < 0)),
         queries_without_relevant=_pick(qrels.query_ids, np.flatnonzero(n_rel == 0)),
+        averaging=averaging,
     )
+
+
+def _truncate(run: Run, max_docs: int, device: str) -> Run:
+    """Each ranking cut to its first ``max_docs`` docs in trec_eval order (``-M``)."""
+    if max_docs < 1:
+        raise ValueError(f"max_docs must be >= 1, got {max_docs}")
+    lengths = np.diff(run.offsets)
+    if lengths.size == 0 or lengths.max() <= max_docs:
+        return run
+    ranked = rank(run, device=device)
+    starts = ranked.offsets[:-1]
+    keep = np.minimum(lengths, max_docs)
+    offsets = np.zeros(len(keep) + 1, dtype=np.int64)
+    np.cumsum(keep, out=offsets[1:])
+    rows = np.arange(offsets[-1], dtype=np.int64) + np.repeat(starts - offsets[:-1], keep)
+    scores = None if ranked.scores is None else ranked.scores[rows]
+    return Run(ranked.query_ids, offsets, ranked.doc_ids[rows], scores)
 
 
 def _check_unscored_runs(run: Run, units: np.ndarray, used: np.ndarray, device: str) -> None:

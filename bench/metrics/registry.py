@@ -6,7 +6,9 @@ kernels by the family's ``kernel_code`` — no code elsewhere switches on metric
 
 Names: ``family`` or ``family@K`` (``ndcg@10``, ``mrr``, ``mrr@10``). :func:`parse_metric` turns a
 name into a :class:`MetricSpec`; an unknown name raises :class:`UnknownMetricError` listing the
-valid ones.
+valid ones. trec_eval's measure names are accepted too (``P.5`` / ``P_5``, ``recall.100``,
+``ndcg_cut.10``, ``map_cut.10``, ``recip_rank``, ``Rprec``, ``success.5``, uncut ``ndcg``), and
+:func:`parse_metrics` expands the comma form (``P.5,10,20``, ``ndcg@5,10``) into several specs.
 
 Adding a metric: call :func:`register` below with a :class:`MetricFamily`. A ranking metric
 also needs a family code and a branch in ``kernels/bench_kernels/_core.py::metric_value`` (pass
@@ -65,6 +67,11 @@ class MetricSpec:
         """The cutoff as the kernels take it (0 = none)."""
         return self.k or 0
 
+    @property
+    def trec_name(self) -> str:
+        """trec_eval's output name of this metric (``P_5``), or ``name`` where it has none."""
+        return trec_eval_name(self)
+
 
 _FAMILIES: dict[str, MetricFamily] = {}
 
@@ -82,31 +89,114 @@ def families() -> tuple[MetricFamily, ...]:
     return tuple(_FAMILIES.values())
 
 
-def valid_names() -> str:
-    """Human-readable list of accepted names, for error messages."""
+def _shown(f: MetricFamily) -> str:
+    return {"none": f.family, "optional": f"{f.family}[@K]", "required": f"{f.family}@K"}[
+        f.cutoff
+    ]
+
+
+def valid_names(*, ranking_only: bool = False) -> str:
+    """Human-readable list of accepted names, for error messages.
+
+    ``ranking_only``: only the metrics a TREC run can be scored on (what ``bench.evaluate``
+    accepts), with their trec_eval spellings.
+    """
+    if not ranking_only:
+        return ", ".join(_shown(f) for f in _FAMILIES.values())
     shown = []
     for f in _FAMILIES.values():
-        shown.append(
-            {"none": f.family, "optional": f"{f.family}[@K]", "required": f"{f.family}@K"}[
-                f.cutoff
-            ]
-        )
+        if f.kernel_code is None:
+            continue
+        aliases = [a for a, (fam, _) in TREC_EVAL_ALIASES.items() if fam == f.family]
+        shown.append(_shown(f) + (f" ({'/'.join(aliases)})" if aliases else ""))
     return ", ".join(shown)
 
 
+def help_lines() -> list[tuple[str, str]]:
+    """(accepted names, description) of every ranking metric, one entry per family."""
+    rows = []
+    for f in _FAMILIES.values():
+        if f.kernel_code is None:
+            continue
+        names = [_shown(f)]
+        for alias, (fam, cut) in TREC_EVAL_ALIASES.items():
+            if fam == f.family:
+                names.append(f"{alias}.K | {alias}_K" if cut else alias)
+        rows.append((", ".join(names), f.description))
+    return rows
+
+
 _NAME = re.compile(r"^([a-z][a-z0-9_]*)(?:@(\d+))?$")  # token_f1 has a digit
+# trec_eval: ``measure``, ``measure.K``, ``measure_K`` or ``measure.K1,K2,...``
+_TREC_NAME = re.compile(r"^([A-Za-z_]+?)(?:[._]([0-9][0-9,]*))?$")
+
+#: trec_eval measure -> (our family, whether trec_eval's name takes the cutoff). trec_eval's
+#: ``ndcg`` is uncut nDCG over the whole ranking; ``ndcg_cut.K`` is our ``ndcg@K``.
+TREC_EVAL_ALIASES: dict[str, tuple[str, bool]] = {
+    "P": ("precision", True),
+    "recall": ("recall", True),
+    "ndcg_cut": ("ndcg", True),
+    "ndcg": ("ndcg", False),
+    "map_cut": ("map", True),
+    "map": ("map", False),
+    "recip_rank": ("mrr", False),
+    "Rprec": ("r_precision", False),
+    "success": ("hit_rate", True),
+}
 
 
-def parse_metric(name: str) -> MetricSpec:
+def trec_eval_name(spec: MetricSpec) -> str:
+    """trec_eval's output name (``P_5``, ``ndcg_cut_10``, ``recip_rank``) or ``spec.name``."""
+    for alias, (fam, cut) in TREC_EVAL_ALIASES.items():
+        if fam == spec.family and cut == (spec.k is not None):
+            return f"{alias}_{spec.k}" if cut else alias
+    return spec.name
+
+
+def parse_metrics(name: str, *, ranking_only: bool = False) -> list[MetricSpec]:
+    """One name, in our or trec_eval's spelling, as specs; the comma form gives several.
+
+    ``"P.5,10"`` -> [precision@5, precision@10]; ``"ndcg@5,10"`` -> [ndcg@5, ndcg@10];
+    ``"recip_rank"`` -> [mrr]. ``ranking_only``: a set-level metric is unknown here (the
+    error lists only ranking metrics).
+    """
+    text = name.strip()
+    if "@" in text and "," in text:
+        base, _, ks = text.partition("@")
+        return [s for k in ks.split(",") for s in parse_metrics(f"{base}@{k}",
+                                                                ranking_only=ranking_only)]
+    trec = _TREC_NAME.match(text)
+    if trec is not None and "@" not in text and trec.group(1) in TREC_EVAL_ALIASES:
+        family, cut = TREC_EVAL_ALIASES[trec.group(1)]
+        ks = trec.group(2)
+        if cut and ks is None:
+            raise UnknownMetricError(
+                f"metric {name!r} needs a cutoff, e.g. {trec.group(1)}.10 (or {family}@10)")
+        if not cut and ks is not None:
+            raise UnknownMetricError(f"metric {name!r} takes no cutoff: use {trec.group(1)}")
+        if ks is None:
+            return [parse_metric(family, ranking_only=ranking_only)]
+        return [parse_metric(f"{family}@{k}", ranking_only=ranking_only)
+                for k in ks.split(",") if k]
+    return [parse_metric(text, ranking_only=ranking_only)]
+
+
+def parse_metric(name: str, *, ranking_only: bool = False) -> MetricSpec:
     """``"ndcg@10"`` -> MetricSpec(name="ndcg@10", family="ndcg", k=10, ...).
 
     Raises UnknownMetricError (one line, listing valid names) for unknown families, a missing
-    or forbidden ``@K``, or ``K < 1``.
+    or forbidden ``@K``, or ``K < 1``. A trec_eval spelling of one metric (``P_5``) is accepted;
+    use :func:`parse_metrics` for the comma form.
     """
     match = _NAME.match(name.strip())
     fam = _FAMILIES.get(match.group(1)) if match else None
     if match is None or fam is None:
-        raise UnknownMetricError(f"unknown metric {name!r}; valid metrics: {valid_names()}")
+        trec = _TREC_NAME.match(name.strip())
+        if trec is not None and trec.group(1) in TREC_EVAL_ALIASES and "," not in name:
+            return parse_metrics(name, ranking_only=ranking_only)[0]
+    if match is None or fam is None or (ranking_only and fam.kernel_code is None):
+        raise UnknownMetricError(
+            f"unknown metric {name!r}; valid metrics: {valid_names(ranking_only=ranking_only)}")
     k = int(match.group(2)) if match.group(2) is not None else None
     if k is None and fam.cutoff == "required":
         raise UnknownMetricError(f"metric {name!r} needs a cutoff, e.g. {fam.family}@10")
@@ -149,7 +239,7 @@ def _ranking(family: str, cutoff: Cutoff, description: str) -> None:
 
 
 # Ranking metrics (trec_eval semantics; see /work/shared/METRICS.md).
-_ranking("ndcg", "required", "nDCG@K, linear gain (trec_eval ndcg_cut)")
+_ranking("ndcg", "optional", "nDCG, linear gain (trec_eval ndcg_cut at K; uncut = trec_eval ndcg)")
 _ranking("ndcg_exp", "required", "nDCG@K with 2^rel - 1 gain")
 _ranking("recall", "required", "|rel in top K| / |rel|")
 _ranking("precision", "required", "|rel in top K| / K")

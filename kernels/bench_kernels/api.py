@@ -210,6 +210,34 @@ def pack_ids(data: np.ndarray, offsets: np.ndarray, out: np.ndarray, row0: int) 
     cpu.pack_ids(_arr(data, np.uint8), _i64(offsets), out, np.int64(row0))
 
 
+def scan_trec_lines(
+    buf: np.ndarray, min_cols: int, max_cols: int, key_col: int, id_col: int, num_col: int,
+    as_int: bool, check_col: int = -1,
+) -> tuple:  # type: ignore[type-arg]
+    """Parse a TREC file's bytes, pieces in parallel; see ``cpu.text.scan_trec_lines``."""
+    import numba
+
+    from bench_kernels import cpu
+
+    # ~4 pieces per thread balance uneven lines; pieces of >= 1 MiB keep the overhead small
+    parts = max(1, min(4 * numba.get_num_threads(), buf.shape[0] >> 20))
+    return cpu.scan_trec_lines(  # type: ignore[no-any-return]
+        _arr(buf, np.uint8), np.int64(min_cols), np.int64(max_cols), np.int64(key_col),
+        np.int64(id_col), np.int64(num_col), bool(as_int), np.int64(check_col),
+        np.int64(parts))
+
+
+def pack_spans(buf: np.ndarray, span_s: np.ndarray, span_n: np.ndarray, width: int
+               ) -> np.ndarray:
+    """The byte spans ``buf[s:s+n]`` as a numpy ``S{width}`` array (zero-padded)."""
+    from bench_kernels import cpu
+
+    width = max(width, 1)
+    out = np.empty((len(span_s), width), dtype=np.uint8)  # the kernel writes every byte
+    cpu.pack_spans(_arr(buf, np.uint8), _i64(span_s), _i64(span_n), out)
+    return out.view(f"S{width}").reshape(-1)
+
+
 def segment_starts(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Rows where a variable-length id column changes value (row 0 included)."""
     from bench_kernels import cpu

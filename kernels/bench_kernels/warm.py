@@ -33,6 +33,10 @@ def warmup() -> None:
     data = np.frombuffer(b"ab", dtype=np.uint8)
     api.pack_ids(data, np.array([0, 1, 2]), np.zeros((2, 1), np.uint8), 0)
     api.segment_starts(data, np.array([0, 1, 2]))
+    line = np.frombuffer(b"q Q0 d 1 0.5 t\n", dtype=np.uint8)
+    for as_int in (False, True):
+        api.scan_trec_lines(line, 6, 0, 0, 2, 4, as_int, 3)
+    api.pack_spans(line, np.array([0]), np.array([1]), 1)
     ids2 = np.array([[1, 2]], dtype=np.int64)
     dist = np.array([[0.1, 0.2]])
     api.ann_recall(ids2, dist, ids2, dist, 2)

@@ -89,7 +89,7 @@ def test_every_option_instantiates(group: str, option: str, compose_cfg) -> None
         assert err.value.key == LOCAL_FILES[group, option]
         return
     obj = build(cfg[group], group, **RUNTIME.get(group, {}))
-    if option == "none":
+    if cfg[group].get("_target_") is None:  # `none` disables a stage (chunker=none does not)
         assert obj is None
     else:
         assert obj is not None
@@ -122,3 +122,16 @@ def test_bad_values_name_the_key(override: str, key: str, compose_cfg) -> None:
     with pytest.raises(ConfigError) as err:
         build(cfg[group], group, **RUNTIME.get(group, {}))
     assert err.value.key == key
+
+
+def test_metrics_presets(compose_cfg) -> None:
+    from bench.config.schema import DEFAULT_METRICS
+    from bench.metrics.registry import parse_metric
+
+    assert list(compose_cfg([]).metrics.names) == DEFAULT_METRICS  # default preset = schema
+    names = list(compose_cfg(["metrics=beir"]).metrics.names)
+    ks = (1, 3, 5, 10, 100, 1000)
+    assert names == [f"{f}@{k}" for f in ("ndcg", "map", "recall", "precision") for k in ks]
+    assert all(parse_metric(n).name == n for n in names)
+    # an experiment's own metrics.names still wins over the preset default
+    assert list(compose_cfg(["metrics=beir", "metrics.names=[mrr]"]).metrics.names) == ["mrr"]

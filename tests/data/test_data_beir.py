@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from bench.chunking.base import chunk_text_field
+from bench.config.build import OptionError
 from bench.data.beir import BeirDataset
 from bench.errors import InputError
 
+HEADER = "query-id\tcorpus-id\tscore\n"
 CORPUS = [{"_id": "d1", "title": "Alpha", "text": "Alpha text.", "metadata": {"url": "u"}},
           {"_id": "d2", "title": "", "text": "Beta text."},
           {"_id": "d3", "title": "Gamma only", "text": ""}]
@@ -37,12 +40,66 @@ def test_happy_path(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="bench.data.beir"):
         ds = BeirDataset(path=str(root)).load()
     assert ds.doc_ids == ["d1", "d2", "d3"]
-    assert ds.documents[0].title == "Alpha" and ds.documents[2].text == ""
+    # passages joined as BEIR/MTEB do: (title + " " + text).strip(); titles kept for display
+    assert [d.text for d in ds.documents] == ["Alpha Alpha text.", "Beta text.", "Gamma only"]
+    assert [d.title for d in ds.documents] == ["Alpha", "", "Gamma only"]
+    assert all(d.title_in_text for d in ds.documents)
+    assert chunk_text_field(ds.documents[0]) == "Alpha Alpha text."  # no second title
     assert [q.query_id for q in ds.queries] == ["q1", "q2"]
     assert ds.queries[0].qrels == (("d1", 2), ("d2", 1))
     assert ds.queries[0].category == "default" and not ds.queries[0].must_abstain
-    # q3 has no judgement, q4 only a score-0 one: both dropped, and the log line says so
-    assert "2 dropped" in caplog.text and "1 of them had only score-0" in caplog.text
+    # q3 has no judgement, q4 only a score-0 one: both dropped, counted on the record and logged
+    assert ds.n_dropped_queries == 2
+    assert ds.dropped_reason == ("no positive judgement in qrels/test.tsv (1 with only score-0 "
+                                 "judgements, 1 not judged)")
+    assert "2 dropped" in caplog.text
+
+
+def test_categories_from_a_mapping_file(tmp_path: Path, caplog: pytest.LogCaptureFixture
+                                        ) -> None:
+    root = _folder(tmp_path)
+    mapping = tmp_path / "cats.jsonl"
+    mapping.write_text('{"query_id": "q1", "category": "easy"}\n'
+                       '{"query_id": "q3", "category": "dropped later"}\n')
+    with caplog.at_level(logging.WARNING):
+        ds = BeirDataset(path=str(root), categories=str(mapping)).load()
+    assert [(q.query_id, q.category) for q in ds.queries] == [("q1", "easy"),
+                                                              ("q2", "uncategorized")]
+    assert "1 of 2 queries have no category" in caplog.text
+
+
+@pytest.mark.parametrize("rows,line,words", [
+    ('{"query_id": "q9", "category": "x"}\n', 1, "not a query of this dataset"),
+    ('{"query_id": "q1", "category": "x"}\n{"query_id": "q1", "category": "y"}\n', 2,
+     "mapped twice"),
+    ('{"query_id": "q1"}\n', 1, "missing required field 'category'"),
+])
+def test_bad_category_mapping_names_file_and_line(tmp_path: Path, rows: str, line: int,
+                                                  words: str) -> None:
+    mapping = tmp_path / "cats.jsonl"
+    mapping.write_text(rows)
+    with pytest.raises(InputError, match=words) as err:
+        BeirDataset(path=str(_folder(tmp_path)), categories=str(mapping)).load()
+    assert err.value.one_line().startswith(f"{mapping}:{line}:")
+
+
+def test_categories_from_a_query_field(tmp_path: Path) -> None:
+    queries = [{"_id": "q1", "text": "a?", "metadata": {"type": "lookup"}},
+               {"_id": "q2", "text": "b?", "metadata": {"type": "reasoning"}}]
+    root = _folder(tmp_path, queries=queries, qrels=HEADER + "q1\td1\t1\nq2\td2\t1\n")
+    ds = BeirDataset(path=str(root), category_field="metadata.type").load()
+    assert [q.category for q in ds.queries] == ["lookup", "reasoning"]
+
+
+@pytest.mark.parametrize("kwargs,option,words", [
+    ({"path": None}, "path", "set dataset.path=DIR"),
+    ({"path": "???"}, "path", "set dataset.path=DIR"),
+    ({"path": "x", "categories": "c.jsonl", "category_field": "t"}, "categories", "not both"),
+])
+def test_bad_options(kwargs: dict[str, object], option: str, words: str) -> None:
+    with pytest.raises(OptionError, match=words) as err:
+        BeirDataset(**kwargs)  # type: ignore[arg-type]
+    assert err.value.option == option
 
 
 def test_split_selects_the_qrels_file(tmp_path: Path) -> None:
@@ -52,7 +109,6 @@ def test_split_selects_the_qrels_file(tmp_path: Path) -> None:
     assert ds.name.endswith(":dev")
 
 
-HEADER = "query-id\tcorpus-id\tscore\n"
 QRELS_ERRORS = [
     (HEADER + "q1\tmissing\t1\n", 2, "corpus-id 'missing' is not in corpus.jsonl"),
     (HEADER + "q1\td1\t1\nq9\td1\t1\n", 3, "query-id 'q9' is not in queries.jsonl"),

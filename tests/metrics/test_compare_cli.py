@@ -68,7 +68,7 @@ def test_several_configs_need_a_choice(tmp_path: Path, capsys: pytest.CaptureFix
     a = _write(tmp_path / "a", _rows("c1", 0.0, range(10)) + _rows("c2", 0.1, range(10)))
     assert main([str(a), str(a)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "['c1', 'c2']" in err and "--config-a" in err
+    assert err.count("\n") == 1 and "configs c1, c2:" in err and "--config-a" in err
     assert main([str(a), str(a), "--config-a", "c1", "--config-b", "c2", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["config_b"] == "c2"
 
@@ -76,3 +76,70 @@ def test_several_configs_need_a_choice(tmp_path: Path, capsys: pytest.CaptureFix
 def test_missing_run_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(tmp_path / "nope"), str(tmp_path / "nope")]) == 2
     assert "per_query.parquet" in capsys.readouterr().err
+
+
+def _write_labels(run_dir: Path, labels: dict[str, str]) -> None:
+    n = len(labels)
+    table = pa.table({
+        "config_id": list(labels), "label": list(labels.values()),
+        "kind": ["dense"] * n}).append_column("run_id", pa.array(["r"] * n))
+    pq.write_table(table, run_dir / "configs.parquet")
+
+
+def test_configs_chosen_by_label(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = _write(tmp_path / "a", _rows("c1", 0.0, range(10)) + _rows("c2", 0.1, range(10)))
+    _write_labels(a, {"c1": "dense flat", "c2": "bm25"})
+    assert main([str(a), str(a), "--config-a", "dense flat", "--config-b", "bm25",
+                 "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["config_a"], out["config_b"]) == ("c1", "c2")
+    assert main([str(a), str(a)]) == 2  # the error shows ids with their labels
+    assert "c1 (dense flat), c2 (bm25)" in capsys.readouterr().err
+
+
+def _corrupt(run_dir: Path) -> None:
+    run_dir.mkdir()
+    (run_dir / "per_query.parquet").write_bytes(b"PAR1 this is not parquet PAR1")
+
+
+def _truncated(run_dir: Path) -> None:
+    _write(run_dir, _rows("c1", 0.0, range(10)))
+    data = (run_dir / "per_query.parquet").read_bytes()
+    (run_dir / "per_query.parquet").write_bytes(data[: len(data) // 2])
+
+
+def _nan(run_dir: Path) -> None:
+    _write(run_dir, [*_rows("c1", 0.0, range(5)), ("c1", "q9", "long", "mrr", float("nan"))])
+
+
+def _ambiguous_label(run_dir: Path) -> None:
+    _write(run_dir, _rows("c1", 0.0, range(5)) + _rows("c2", 0.0, range(5)))
+    _write_labels(run_dir, {"c1": "same", "c2": "same"})
+
+
+def _corrupt_configs(run_dir: Path) -> None:
+    _write(run_dir, _rows("c1", 0.0, range(5)) + _rows("c2", 0.0, range(5)))
+    (run_dir / "configs.parquet").write_bytes(b"garbage")
+
+
+HOSTILE_COMPARE = {
+    "not parquet": (_corrupt, [], "not a readable Parquet file"),
+    "truncated parquet": (_truncated, [], "not a readable Parquet file"),
+    "NaN value": (_nan, [], "'mrr' of query 'q9' is NaN"),
+    "ambiguous label": (_ambiguous_label, ["--config-a", "same", "--config-b", "c2"],
+                        "label 'same' names configs"),
+    "unknown label": (_ambiguous_label, ["--config-a", "nope", "--config-b", "c2"],
+                      "no config with id or label 'nope'"),
+    "corrupt configs.parquet": (_corrupt_configs, ["--config-a", "x", "--config-b", "c2"],
+                                "configs.parquet: not a readable Parquet file"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_COMPARE))
+def test_hostile_input_is_one_line_exit_2(case: str, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    make, argv, words = HOSTILE_COMPARE[case]
+    make(tmp_path / "a")
+    assert main([str(tmp_path / "a"), str(tmp_path / "a"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and words in err

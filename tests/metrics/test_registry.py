@@ -23,7 +23,8 @@ def test_parse_metric() -> None:
 
 
 @pytest.mark.parametrize("name,words", [
-    ("bogus", "valid metrics"), ("ndcg", "needs a cutoff"), ("r_precision@5", "no cutoff"),
+    ("bogus", "valid metrics"), ("hit_rate", "needs a cutoff"), ("success", "needs a cutoff"),
+    ("Rprec.5", "no cutoff"), ("r_precision@5", "no cutoff"),
     ("recall@0", ">= 1"), ("NDCG@10", "unknown"),
 ])
 def test_bad_names(name: str, words: str) -> None:

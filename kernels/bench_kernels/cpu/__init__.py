@@ -19,7 +19,12 @@ from bench_kernels.cpu.ranking import (
     score_keys,
 )
 from bench_kernels.cpu.stats import ann_recall, bootstrap_means, sign_flip_count
-from bench_kernels.cpu.text import pack_ids, segment_starts
+from bench_kernels.cpu.text import (
+    pack_ids,
+    pack_spans,
+    scan_trec_lines,
+    segment_starts,
+)
 
 __all__ = [
     "ann_recall",
@@ -30,9 +35,11 @@ __all__ = [
     "hash_row",
     "hash_rows",
     "pack_ids",
+    "pack_spans",
     "prepare_qrels",
     "rank_runs",
     "rrf_fuse",
+    "scan_trec_lines",
     "score_keys",
     "segment_starts",
     "sign_flip_count",
