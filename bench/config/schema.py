@@ -25,7 +25,9 @@ STAGE_GROUPS = (
     "fusion",
     "filters",
     "reranker",
+    "context",
     "generator",
+    "answers",
     "judge",
     "telemetry",
     "budget",
@@ -68,6 +70,25 @@ class GateConfig:
 
 
 @dataclass
+class GenerationConfig:
+    """How answers are generated (the generator itself is the `generator` group).
+
+    ``max_queries``: answer a seeded subset of the queries (null: all); the subset is drawn
+    round-robin over categories so small subsets still hold every category (must-abstain
+    queries included). ``kinds``: config kinds that get answers (empty: every config; e.g.
+    ``[reranked]`` to answer only from reranked pools). ``max_tokens`` / ``temperature`` /
+    ``top_p``: answer sampling; ``seed`` draws the subset and seeds sampling.
+    """
+
+    max_queries: int | None = None
+    seed: int = 0
+    kinds: list[str] = field(default_factory=list)
+    max_tokens: int = 128
+    temperature: float = 0.0
+    top_p: float = 1.0
+
+
+@dataclass
 class BenchConfig:
     experiment_name: str = "default"
     #: auto | cpu | cuda. cuda without a GPU is an error, never a silent fallback.
@@ -78,6 +99,7 @@ class BenchConfig:
     #: print the plan (nodes, shared, cached, configs) and exit 0 without running anything
     plan_only: bool = False
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
     gates: list[GateConfig] = field(default_factory=list)
     dataset: Any = MISSING
     chunker: Any = MISSING
@@ -88,7 +110,9 @@ class BenchConfig:
     fusion: Any = MISSING
     filters: Any = MISSING
     reranker: Any = MISSING
+    context: Any = MISSING
     generator: Any = MISSING
+    answers: Any = MISSING
     judge: Any = MISSING
     telemetry: Any = MISSING
     budget: Any = MISSING

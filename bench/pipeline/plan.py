@@ -25,6 +25,7 @@ from bench.embedding.stage import EmbedOp
 from bench.filters.hard_vs_soft import HardVsSoft
 from bench.filters.stage import FilterOp
 from bench.fusion.stage import FuseOp
+from bench.generation.stage import GenerationSettings, generation_nodes
 from bench.index.stage import ExactTopKOp, IndexOp
 from bench.lexical.stage import LexicalIndexOp, LexicalSearchOp
 from bench.pipeline.components import Components
@@ -39,7 +40,7 @@ class ConfigSpec:
 
     config_id: str
     label: str
-    kind: str  # dense | lexical | fused | reranked
+    kind: str  # dense | lexical | fused | reranked | generated
     leaf: Node
     #: the config's own knobs (query settings, fusion variant, filter mode, rerank depth)
     params: Mapping[str, Any]
@@ -47,10 +48,18 @@ class ConfigSpec:
     parent_id: str | None = None
     #: (lane label, "hard" | "soft") for configs of a hard-vs-soft filter pair
     filter_pair: tuple[str, str] | None = None
+    #: a generated config's candidate pool (its parent's leaf) and answers node
+    pool: Node | None = None
+    answers: Node | None = None
 
     @property
     def chain(self) -> list[Node]:
         return self.leaf.ancestors()
+
+    @property
+    def pool_node(self) -> Node:
+        """The node whose value is this config's candidate pool."""
+        return self.pool if self.pool is not None else self.leaf
 
 
 def config_id_of(leaf: Node) -> str:
@@ -156,7 +165,8 @@ def _params_label(params: Mapping[str, Any]) -> str:
     return json.dumps(dict(params), sort_keys=True, default=str)
 
 
-def plan(comps: Components, dataset: Dataset, *, device: str, relevance_level: int) -> Plan:
+def plan(comps: Components, dataset: Dataset, *, device: str, relevance_level: int,
+         generation: GenerationSettings | None = None) -> Plan:
     data = Node(ValueOp("data", dataset), (), f"dataset {dataset.name}",
                 root_key=dataset.fingerprint)
     chunk = Node(ChunkOp(comps.chunker, comps.embedder.tokenizer), (data,),
@@ -216,6 +226,28 @@ def plan(comps: Components, dataset: Dataset, *, device: str, relevance_level: i
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:  # two options that expand to the same chain: one config, listed twice
         specs = [s for i, s in enumerate(specs) if s.config_id not in ids[:i]]
+    if generation is not None:
+        specs += generated_specs(generation, specs, chunk, data)
     return Plan(data, chunk, chunk_stats, embed_docs, embed_queries, index, exact,
                 tuple(specs), dense)
 
+
+def generated_specs(g: GenerationSettings, pools: list[ConfigSpec], chunk: Node,
+                    data: Node) -> list[ConfigSpec]:
+    """One generated config per pool config (of ``g.kinds``; empty: every kind): the pool's
+    chain, then context -> generate [-> judge]. Its parent is the pool config."""
+    out = []
+    for p in pools:
+        if g.kinds and p.kind not in g.kinds:
+            continue
+        label, gen, leaf = generation_nodes(g, p.leaf, chunk, data, label=p.label)
+        params = {**p.params, "generator": label.rsplit(">gen(", 1)[1].rstrip(")"),
+                  "answered_queries": len(g.subset),
+                  "judge": None if leaf is gen else leaf.label.rsplit(">judge(", 1)[1][:-1]}
+        out.append(ConfigSpec(config_id_of(leaf), label, "generated", leaf, params, p.config_id,
+                              p.filter_pair, pool=p.leaf, answers=gen))
+    return out
+
+
+def short_hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:10]

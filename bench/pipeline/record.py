@@ -21,6 +21,7 @@ from bench.filters.base import FilterOutcome
 from bench.filters.entitlement import count_unauthorized
 from bench.index.stage import IndexArtifact
 from bench.metrics.stats import CompletionAccounting
+from bench.pipeline.answers import with_generation_latency
 from bench.pipeline.executor import Executor
 from bench.pipeline.plan import Plan
 from bench.pipeline.run import ConfigRun, Executed, RunResult
@@ -157,8 +158,10 @@ def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None) ->
 def per_query_rows(s: ConfigScores) -> list[PerQueryRow]:
     rows = []
     for metric, vals in s.values.items():
-        for qid, cat, v, st in zip(s.query_ids, s.categories, vals, s.statuses[metric],
-                                   strict=True):
+        for qid, cat, v, st, exp in zip(s.query_ids, s.categories, vals, s.statuses[metric],
+                                        s.expects(metric), strict=True):
+            if not exp:  # not expected here (an answer metric outside the answered subset)
+                continue
             rows.append(PerQueryRow(s.config_id, qid, cat, metric,
                                     None if np.isnan(v) else float(v), st))
     return rows
@@ -184,7 +187,8 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     for c, s in zip(done.configs, done.scores, strict=True):
         per_query += per_query_rows(s)
         timing_rows += [(c.spec.config_id, t) for t in c.timings]
-        row = config_row(c, dataset, c.filter_outcome)
+        row = with_generation_latency(config_row(c, dataset, c.filter_outcome),
+                                      done.generation.get(c.spec.config_id))
         config_rows.append(row)
         if c.pool is not None:
             write_trec_run(run_dir / f"run.{c.spec.config_id}.trec", dataset, c.pool.hits,
@@ -240,6 +244,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         "resources": [s.__dict__ for s in done.telemetry.samples],
         "peak_rss_bytes": peak_rss_bytes(),
         "filter_decisions": [asdict(d) for d in decisions],
+        "generation": generation_json(done),
         "failed_gates": failed,
         "wall_s": wall_s,
     })
@@ -253,7 +258,8 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
             decisions=tuple(decisions), cache_hits=cache_hits,
             filters_enabled=done.comps.filters is not None, chunk_report=chunk_report,
             failed_gates=tuple(failed), wall_s=wall_s,
-            resources=tuple(done.telemetry.samples)))
+            resources=tuple(done.telemetry.samples),
+            generation=tuple(done.generation.values())))
     log.info("run %s finished in %.1fs: %s", run_id, wall_s, run_dir)
     return RunResult(run_dir, run_id, 3 if failed else 0, tuple(summary_rows), cache_hits,
                      tuple(failed))
@@ -270,3 +276,19 @@ def write_plan(the_plan: Plan, executor: Executor, run_dir: Path) -> str:
     (run_dir / "plan.txt").write_text(text + "\n")
     write_json(run_dir / "plan.json", the_plan.to_json(executor.is_cached))
     return text
+
+
+def generation_json(done: Executed) -> dict[str, object] | None:
+    """run.json ``generation``: the answered subset, sampling, and per generated config its
+    latency, abstention and judge schema-validity figures (None for a retrieval-only run)."""
+    if not done.generation:
+        return None
+    g = done.cfg.generation
+    first = next(c for c in done.plan.configs if c.kind == "generated")
+    assert first.answers is not None
+    return {
+        "max_queries": g.max_queries, "seed": g.seed,
+        "queries": list(first.answers.inputs[0].op.subset),
+        "sampling": dict(first.answers.op.params()["sampling"]),
+        "configs": {cid: asdict(s) for cid, s in done.generation.items()},
+    }

@@ -29,9 +29,17 @@ from bench.errors import BenchError, ConfigError
 from bench.filters.base import FilterOutcome, eligible_gold
 from bench.filters.hard_vs_soft import HardVsSoft
 from bench.filters.stage import FilteredPool
+from bench.generation.base import SamplingParams
+from bench.generation.stage import GenerationSettings, query_subset
 from bench.index.base import SearchResult
 from bench.index.stage import IndexArtifact
 from bench.metrics.engine import Qrels
+from bench.pipeline.answers import (
+    answer_values,
+    answered,
+    generation_summary,
+    merge_answer_scores,
+)
 from bench.pipeline.components import Components, build_components, validate_top_level
 from bench.pipeline.device import resolve_device
 from bench.pipeline.executor import Executor, Resolved
@@ -44,7 +52,7 @@ from bench.pipeline.scoring import (
     score_hits,
     unscored,
 )
-from bench.results.records import FilterDecisionRecord, SummaryRow
+from bench.results.records import FilterDecisionRecord, GenerationSummary, SummaryRow
 from bench.retrieval.base import Pool
 from bench.telemetry.base import StageTiming, Telemetry, TimingLog
 from bench.telemetry.basic import BasicTelemetry, peak_rss_bytes
@@ -100,6 +108,8 @@ class Executed:
     data_timing: StageTiming
     telemetry: Telemetry
     comps: Components
+    #: generated configs' answer figures by config id (latency, abstention, judge validity)
+    generation: dict[str, GenerationSummary] = field(default_factory=dict)
 
 
 def run(cfg: DictConfig, run_dir: Path) -> RunResult:
@@ -124,7 +134,8 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     check_gate_categories(cfg.gates, {q.category for q in dataset.queries})
 
     m = cfg.metrics
-    the_plan = plan(comps, dataset, device=device, relevance_level=m.relevance_level)
+    the_plan = plan(comps, dataset, device=device, relevance_level=m.relevance_level,
+                    generation=generation_settings(cfg, comps, dataset))
     executor = Executor(store, telemetry, device)
     if cfg.plan_only:
         from bench.pipeline.record import write_plan
@@ -136,8 +147,16 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
 
     executor.resolved(the_plan.chunk_stats)
     pruned = probe_budget(comps, the_plan, executor, device)
-    configs = [execute_config(spec, the_plan, executor, pruned, data_timing)
-               for spec in the_plan.configs]
+    try:
+        configs = [execute_config(spec, the_plan, executor, pruned, data_timing)
+                   for spec in the_plan.configs]
+    finally:  # a managed server or a GPU engine is released even when a stage fails
+        if comps.generator is not None:
+            comps.generator.close()
+        judge_gen = getattr(comps.judge, "generator", None) or getattr(
+            next(iter(getattr(comps.judge, "judges", [])), None), "generator", None)
+        if judge_gen is not None and judge_gen is not comps.generator:
+            judge_gen.close()
     if all(c.pool is None for c in configs):
         log.warning("every config was pruned by the budget")
 
@@ -147,6 +166,7 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
                                cfg.seed)
     exp_ids, exp_cats = expected_queries(dataset, gold, m.relevance_level)
     scores: list[ConfigScores] = []
+    gen_summaries: dict[str, GenerationSummary] = {}
     for i, c in enumerate(configs):
         if c.pool is None:
             scores.append(unscored(c.spec.config_id, "pruned", exp_ids, exp_cats,
@@ -156,6 +176,12 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
             t0 = time.perf_counter()
             s = score_hits(c.spec.config_id, c.pool.hits, c.extra, dataset, qrels,
                            list(m.names), relevance_level=m.relevance_level, settings=settings)
+            if c.spec.kind == "generated":
+                got = answered(c.spec, executor)
+                rows, abstention = answer_values(comps, dataset, got)
+                s = merge_answer_scores(s, dataset, rows, got.generations, settings)
+                gen_summaries[c.spec.config_id] = generation_summary(c.spec, comps, got,
+                                                                     abstention)
             ms = (time.perf_counter() - t0) * 1000.0
         log.info("stage %-10s %s %s: %d queries scored in %.0f ms", "metrics",
                  c.spec.config_id, c.spec.label, len(s.query_ids), ms)
@@ -163,8 +189,11 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
         configs[i] = replace(c, timings=(
             *c.timings, StageTiming("metrics", "total", len(s.query_ids), ms, "cpu")))
     done = Executed(run_id, cfg, device, dataset, the_plan, executor, tuple(configs),
-                    tuple(scores), data_timing, telemetry, comps)
-    kept = [s for c, s in zip(configs, scores, strict=True) if c.pool is not None]
+                    tuple(scores), data_timing, telemetry, comps, gen_summaries)
+    # generated configs repeat their pool's retrieval values: they are compared with each
+    # other on answer metrics only (below), never counted again in the retrieval comparisons
+    kept = [s for c, s in zip(configs, scores, strict=True)
+            if c.pool is not None and c.spec.kind != "generated"]
     extra_metrics = [k for k in (kept[0].values if kept else {}) if k not in m.names]
     names = [*m.names, *extra_metrics]
     comparisons = compare(kept, names, resamples=m.bootstrap_resamples,
@@ -175,11 +204,16 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     for c in configs:
         parent = c.spec.parent_id
         if (parent is not None and c.pool is not None and kept and parent != kept[0].config_id
-                and parent in by_id):
+                and parent in by_id and c.spec.kind != "generated"):
             children.setdefault(parent, []).append(by_id[c.spec.config_id])
     for parent, kids in children.items():
         comparisons += compare([by_id[parent], *kids], names, resamples=m.bootstrap_resamples,
                                confidence=m.confidence, seed=cfg.seed)
+    generated = [s for c, s in zip(configs, scores, strict=True)
+                 if c.pool is not None and c.spec.kind == "generated"]
+    answer_metrics = [k for k in (generated[0].values if generated else {}) if k not in names]
+    comparisons += compare(generated, answer_metrics, resamples=m.bootstrap_resamples,
+                           confidence=m.confidence, seed=cfg.seed)
     decisions = filter_decisions(done)
     from bench.pipeline.record import write_results
 
@@ -193,7 +227,7 @@ def execute_config(spec: ConfigSpec, the_plan: Plan, executor: Executor,
     if reason is not None:
         return ConfigRun(spec, None, (), (data_timing,), reason)
     resolved = tuple(executor.resolved(n) for n in chain)
-    pool = resolved[-1].value
+    pool = executor.value(spec.pool_node)
     assert isinstance(pool, Pool), f"config leaf {spec.label} is not a candidate pool"
     extra: dict[str, np.ndarray] = {}
     if pool.chunk_result is not None and the_plan.exact is not None:
@@ -202,6 +236,21 @@ def execute_config(spec: ConfigSpec, the_plan: Plan, executor: Executor,
                            executor.value(the_plan.embed_queries))
     timings = (data_timing, *(t for r in resolved for t in r.timings))
     return ConfigRun(spec, pool, resolved, timings, None, extra)
+
+
+def generation_settings(cfg: DictConfig, comps: Components, dataset: Dataset
+                        ) -> GenerationSettings | None:
+    """What the plan needs to add answers to each pool config (None: no generator)."""
+    if comps.generator is None or comps.context is None:
+        return None
+    g = cfg.generation
+    subset = query_subset(dataset, g.max_queries, g.seed)
+    sampling = SamplingParams(max_tokens=g.max_tokens, temperature=g.temperature,
+                              top_p=g.top_p, seed=g.seed)
+    log.info("generation: %d of %d queries answered per config (seed %d)", len(subset),
+             len(dataset.queries), g.seed)
+    return GenerationSettings(comps.generator, comps.context, sampling, subset, comps.judge,
+                              tuple(g.kinds))
 
 
 def ann_recall(chunk_res: SearchResult, exact: SearchResult, docs: Embeddings,
@@ -265,7 +314,8 @@ def filter_decisions(done: Executed) -> list[FilterDecisionRecord]:
     cfg = done.cfg
     by_pair: dict[str, dict[str, tuple[ConfigRun, ConfigScores]]] = {}
     for c, s in zip(done.configs, done.scores, strict=True):
-        if c.spec.filter_pair is not None and c.spec.kind != "reranked" and c.pool is not None:
+        if (c.spec.filter_pair is not None and c.spec.kind not in ("reranked", "generated")
+                and c.pool is not None):
             lane, mode = c.spec.filter_pair
             by_pair.setdefault(lane, {})[mode] = (c, s)
     quality = f.hard.predicate_quality(done.dataset, relevance_level=cfg.metrics.relevance_level)

@@ -9,7 +9,7 @@ configs have is compared only where both configs have it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,13 +32,24 @@ class ConfigScores:
     values: Mapping[str, np.ndarray]
     statuses: Mapping[str, tuple[str, ...]]
     summary: tuple[SummaryRow, ...]
+    #: per metric, the queries it is expected on (bool mask over ``query_ids``); a metric
+    #: absent here is expected on every query. Retrieval metrics are expected on queries with
+    #: a relevant document, answer metrics on the answered subset where they apply.
+    expected: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def expects(self, metric: str) -> np.ndarray:
+        mask = self.expected.get(metric)
+        return np.ones(len(self.query_ids), dtype=bool) if mask is None else mask
 
     def accounting(self, metric: str) -> Accounting:
-        return Accounting.of(self.statuses[metric])
+        mask = self.expects(metric)
+        return Accounting.of(tuple(s for s, m in zip(self.statuses[metric], mask, strict=True)
+                                   if m))
 
     def valued(self, metric: str) -> np.ndarray:
         """bool mask of the queries whose value for ``metric`` counts."""
-        return np.asarray([s in VALUED for s in self.statuses[metric]], dtype=bool)
+        return np.asarray([s in VALUED for s in self.statuses[metric]],
+                          dtype=bool) & self.expects(metric)
 
 
 @dataclass(frozen=True)
@@ -61,11 +72,14 @@ def run_of(dataset: Dataset, hits: Hits) -> Run:
 
 def summarize_values(config_id: str, categories: Sequence[str],
                      values: Mapping[str, np.ndarray], statuses: Mapping[str, Sequence[str]],
-                     s: SummarySettings) -> tuple[SummaryRow, ...]:
+                     s: SummarySettings, expected: Mapping[str, np.ndarray] | None = None
+                     ) -> tuple[SummaryRow, ...]:
     rows: list[SummaryRow] = []
     cats = np.asarray(categories, dtype=object)
     for metric, vals in values.items():
         mask = np.asarray([x in VALUED for x in statuses[metric]], dtype=bool)
+        if expected and metric in expected:
+            mask &= expected[metric]
         rows += summarize(config_id, tuple(cats[mask]), {metric: np.asarray(vals)[mask]},
                           category_weights=s.category_weights, resamples=s.resamples,
                           confidence=s.confidence, seed=s.seed)

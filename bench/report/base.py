@@ -12,7 +12,13 @@ from typing import Any, Protocol
 
 from bench.chunking.stage import ChunkReport
 from bench.metrics.stats import CompletionAccounting
-from bench.results.records import Comparison, ConfigRow, FilterDecisionRecord, SummaryRow
+from bench.results.records import (
+    Comparison,
+    ConfigRow,
+    FilterDecisionRecord,
+    GenerationSummary,
+    SummaryRow,
+)
 from bench.telemetry.base import ResourceSample, StageTiming
 
 
@@ -55,6 +61,8 @@ class RunReport:
     failed_gates: tuple[str, ...]
     wall_s: float
     resources: tuple[ResourceSample, ...]
+    #: generated configs' answer figures (empty for a retrieval-only run)
+    generation: tuple[GenerationSummary, ...] = ()
 
 
 class Reporter(Protocol):

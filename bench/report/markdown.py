@@ -10,6 +10,7 @@ import numpy as np
 
 from bench.config.build import OptionError
 from bench.report.base import ConfigReport, RunReport
+from bench.report.generation import generation_section
 from bench.report.pareto import pareto_front
 from bench.results.records import Comparison, SummaryRow
 from bench.results.write import atomic_write_bytes
@@ -60,6 +61,7 @@ class MarkdownReport:
         ]
         lines += self._overview(r)
         lines += self._comparisons(r)
+        lines += generation_section(r)
         lines += self._reranking(r)
         lines += self._decisions(r)
         for c in r.configs:

@@ -85,7 +85,7 @@ class ConfigRow:
 
     config_id: str
     label: str
-    kind: str  # dense | lexical | fused | reranked
+    kind: str  # dense | lexical | fused | reranked | generated
     params_json: str
     parent_config_id: str | None
     status: str  # ok | pruned
@@ -109,6 +109,11 @@ class ConfigRow:
     filter_removed: int | None
     false_exclusion_rate: float | None
     doc_false_exclusion_rate: float | None
+    #: generated configs: per-answer time to first token and per output token (ms)
+    ttft_p50_ms: float | None = None
+    ttft_p95_ms: float | None = None
+    tpot_p50_ms: float | None = None
+    tpot_p95_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -135,3 +140,49 @@ class FilterDecisionRecord:
     predicates_extracted: int | None = None
     predicates_labelled: int | None = None
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class GenerationSummary:
+    """One generated config's answers in figures (run.json ``generation``, the report).
+
+    Latencies are over the answers whose generation succeeded (ms); ``tpot`` is each answer's
+    mean time per output token after the first, ``itl`` pools every inter-token gap. Abstention
+    figures follow METRICS.md (precision / recall over must-abstain queries, coverage = share
+    answered, answered accuracy over answered queries whose correctness is known); None where
+    the denominator is empty. ``judge_schema_valid`` / ``judge_calls``: judge calls whose FIRST
+    raw output passed the schema and validator, before any retry.
+    """
+
+    config_id: str
+    label: str
+    generator: str
+    n_queries: int
+    n_ok: int
+    n_failed: int
+    n_timeout: int
+    prompt_tokens_mean: float | None
+    output_tokens_mean: float | None
+    ttft_p50_ms: float | None
+    ttft_p95_ms: float | None
+    tpot_p50_ms: float | None
+    tpot_p95_ms: float | None
+    itl_p50_ms: float | None
+    itl_p95_ms: float | None
+    e2e_p50_ms: float | None
+    e2e_p95_ms: float | None
+    abstention_precision: float | None
+    abstention_recall: float | None
+    coverage: float | None
+    answered_accuracy: float | None
+    n_must_abstain: int
+    n_abstained: int
+    judge: str | None
+    judge_calls: int
+    judge_schema_valid: int
+    judge_schema_validity: float | None
+    judge_invalid: int
+    #: (metric, n scored, n no_claims, n invalid, n failed) per judge metric
+    judge_counts: tuple[tuple[str, int, int, int, int], ...] = ()
+    #: the judge's model (short name), None without a judge
+    judge_model: str | None = None

@@ -81,7 +81,7 @@ CONFIGS = pa.schema(
         pa.field("run_id", pa.string(), nullable=False),
         pa.field("config_id", pa.string(), nullable=False),
         pa.field("label", pa.string(), nullable=False),
-        # dense | lexical | fused | reranked
+        # dense | lexical | fused | reranked | generated
         pa.field("kind", pa.string(), nullable=False),
         # JSON of the config's own parameters (query knobs, fusion variant, rerank depth)
         pa.field("params_json", pa.string(), nullable=False),
@@ -113,6 +113,12 @@ CONFIGS = pa.schema(
         pa.field("filter_removed", pa.int64(), nullable=True),
         pa.field("false_exclusion_rate", pa.float64(), nullable=True),
         pa.field("doc_false_exclusion_rate", pa.float64(), nullable=True),
+        # generated configs (null otherwise): time to first token and time per output token
+        # after the first, p50/p95 over the config's answers
+        pa.field("ttft_p50_ms", pa.float64(), nullable=True),
+        pa.field("ttft_p95_ms", pa.float64(), nullable=True),
+        pa.field("tpot_p50_ms", pa.float64(), nullable=True),
+        pa.field("tpot_p95_ms", pa.float64(), nullable=True),
     ]
 )
 

@@ -65,7 +65,9 @@ def write_run(d: Path, *, extra: dict[str, list[Any]] | None = None, run_id: str
                         "p99_ms": None if p is None else p * 1.5,
                         "n_latency_samples": 0 if p is None else 6, "build_s": None,
                         "index_bytes": None, "unauthorized_hits": 0, "filter_removed": None,
-                        "false_exclusion_rate": None, "doc_false_exclusion_rate": None})
+                        "false_exclusion_rate": None, "doc_false_exclusion_rate": None,
+                        "ttft_p50_ms": None, "ttft_p95_ms": None, "tpot_p50_ms": None,
+                        "tpot_p95_ms": None})
     write_table(configs, CONFIGS, d / "configs.parquet")
     if extra:
         t = pq.read_table(d / "configs.parquet")

@@ -1,0 +1,115 @@
+"""Plan operation of the `judge` stage: verdicts on one config's answers (cached).
+
+``JudgeOp`` reads the answers (the generate node), the contexts they were generated from and
+the dataset, and stores every verdict with every judge call's raw outputs in Parquet. Its key
+is the judge's ``cache_params`` (judge model identity included) over the answers' key, so a
+judge sweep re-runs only the judges: the generate node upstream is loaded from the cache.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench.data.base import Dataset
+from bench.generation.base import Generation
+from bench.judge.base import Judge, JudgeCall, Verdict, judge_items
+from bench.metrics.base import QueryValue
+from bench.telemetry.base import TimingLog
+
+VERDICTS_FILE = "verdicts.parquet"
+
+_CALL = pa.struct([
+    pa.field("step", pa.string()), pa.field("status", pa.string()),
+    pa.field("attempts", pa.int64()), pa.field("first_valid", pa.bool_()),
+    pa.field("raw", pa.list_(pa.string())), pa.field("errors", pa.list_(pa.string())),
+])
+_VERDICT_SCHEMA = pa.schema([
+    pa.field("query_id", pa.string()), pa.field("judge", pa.string()),
+    pa.field("status", pa.string()),
+    pa.field("scores", pa.list_(pa.struct([pa.field("metric", pa.string()),
+                                           pa.field("value", pa.float64())]))),
+    pa.field("calls", pa.list_(_CALL)), pa.field("detail", pa.string()),
+])
+
+
+def judge_name(judge: Judge) -> str:
+    """``faithfulness`` for one judge, ``faithfulness+refusal`` for a suite."""
+    inner = getattr(judge, "judges", None)
+    if inner:
+        return "+".join(j.name for j in inner)
+    return str(judge.name)
+
+
+def judge_metrics(judge: Judge) -> dict[str, tuple[str, ...]]:
+    """Metric names per judge name (a suite's members, or the judge itself)."""
+    inner = getattr(judge, "judges", None) or [judge]
+    return {j.name: tuple(j.metrics) for j in inner}
+
+
+def verdict_values(judge: Judge, verdicts: Sequence[Verdict]) -> list[QueryValue]:
+    metrics = judge_metrics(judge)
+    return [row for v in verdicts for row in v.values(metrics[v.judge])]
+
+
+def save_verdicts(verdicts: Sequence[Verdict], path: Path) -> None:
+    rows = [{
+        "query_id": v.query_id, "judge": v.judge, "status": v.status,
+        "scores": [{"metric": m, "value": x} for m, x in v.scores],
+        "calls": [{"step": c.step, "status": c.status, "attempts": c.attempts,
+                   "first_valid": c.first_valid, "raw": list(c.raw),
+                   "errors": list(c.errors)} for c in v.calls],
+        "detail": v.detail,
+    } for v in verdicts]
+    pq.write_table(pa.Table.from_pylist(rows, schema=_VERDICT_SCHEMA), path)
+
+
+def load_verdicts(path: Path) -> list[Verdict]:
+    out = []
+    for r in pq.read_table(path).to_pylist():
+        calls = tuple(JudgeCall(c["step"], c["status"], c["attempts"], c["first_valid"],
+                                tuple(c["raw"]), tuple(c["errors"])) for c in r["calls"])
+        out.append(Verdict(r["query_id"], r["judge"], r["status"],
+                           tuple((s["metric"], s["value"]) for s in r["scores"]), calls,
+                           r["detail"]))
+    return out
+
+
+@dataclass(frozen=True)
+class JudgeOp:
+    judge: Judge
+    stage: str = "judge"
+    version: str = "1"
+
+    def params(self) -> Mapping[str, Any]:
+        return {"judge": json.loads(json.dumps(self.judge.cache_params(), default=str))}
+
+    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
+        gens, ctx, dataset = inputs
+        items = judge_inputs(gens, ctx.contexts, dataset)
+        with timing.measure("total", len(items)):
+            verdicts = self.judge.judge(items)
+        save_verdicts(verdicts, directory / VERDICTS_FILE)
+
+    def load(self, directory: Path, inputs: Sequence[Any]) -> list[Verdict]:
+        return load_verdicts(directory / VERDICTS_FILE)
+
+
+def judge_inputs(gens: Sequence[Generation], contexts: Sequence[Any], dataset: Dataset
+                 ) -> list[Any]:
+    by_id = {q.query_id: q for q in dataset.queries}
+    queries = [by_id[g.request_id] for g in gens]
+    return judge_items(queries, gens, list(contexts))
+
+
+
+def judge_generator(judge: Judge) -> Any:
+    """The generator the judge asks (a suite's members share one)."""
+    inner = getattr(judge, "judges", None) or [judge]
+    return getattr(inner[0], "generator", None)

@@ -1,0 +1,192 @@
+"""Answer and judge metrics of a generated config, merged with its retrieval scores.
+
+A generated config carries its pool's retrieval values unchanged (over the queries with a
+relevant document) and, over the answered subset, the deterministic answer checks
+(``bench.metrics.answer``) and the judges' metrics. The merged query list is the retrieval
+list with the answered queries it lacks appended (must-abstain queries have no relevant
+document); ``ConfigScores.expected`` says which queries each metric is expected on, so means,
+CIs, accounting and comparisons of every metric use only its own queries.
+
+Status mapping (``bench.metrics.base`` -> per_query statuses): ``scored`` -> scored;
+``no_claims`` -> no_claims; ``invalid`` -> invalid; ``error`` -> failed (timeout when the
+generation timed out). ``not_applicable`` / ``no_reference`` (exact match on a must-abstain
+query, number match without a number in the reference, refusal on an answerable query): the
+metric is not expected on that query, so it has no row and is not in its accounting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from bench.data.base import Dataset
+from bench.generation.base import Generation
+from bench.generation.stage import Contexts, generator_name
+from bench.judge.base import Verdict, schema_validity
+from bench.judge.stage import judge_generator, judge_metrics, judge_name, verdict_values
+from bench.metrics.answer import AbstentionReport, answer_items
+from bench.metrics.base import (
+    ERROR,
+    INVALID,
+    NO_CLAIMS,
+    NO_REFERENCE,
+    NOT_APPLICABLE,
+    SCORED,
+    QueryValue,
+)
+from bench.pipeline.components import Components
+from bench.pipeline.executor import Executor
+from bench.pipeline.plan import ConfigSpec
+from bench.pipeline.scoring import ConfigScores, SummarySettings, summarize_values
+from bench.results.records import ConfigRow, GenerationSummary
+
+_NOT_EXPECTED = (NOT_APPLICABLE, NO_REFERENCE)
+
+
+@dataclass(frozen=True)
+class Answered:
+    """What a generated config produced: answers, contexts, verdicts (empty: no judge)."""
+
+    generations: tuple[Generation, ...]
+    contexts: tuple[object, ...]
+    verdicts: tuple[Verdict, ...]
+
+
+def answered(spec: ConfigSpec, executor: Executor) -> Answered:
+    assert spec.answers is not None
+    gens: list[Generation] = executor.value(spec.answers)
+    ctx: Contexts = executor.value(spec.answers.inputs[0])
+    verdicts: list[Verdict] = executor.value(spec.leaf) if spec.leaf is not spec.answers else []
+    return Answered(tuple(gens), tuple(ctx.contexts), tuple(verdicts))
+
+
+def _status(v: QueryValue, gen: Generation | None) -> str:
+    if v.status == SCORED:
+        return "scored"
+    if v.status == ERROR:
+        return "timeout" if gen is not None and gen.status == "timeout" else "failed"
+    if v.status in (NO_CLAIMS, INVALID):
+        return v.status
+    raise ValueError(f"unexpected status {v.status!r} of {v.metric}")
+
+
+def answer_values(comps: Components, dataset: Dataset, a: Answered
+                  ) -> tuple[list[QueryValue], AbstentionReport | None]:
+    """Answer-check rows then judge rows, for every answered query."""
+    by_id = {q.query_id: q for q in dataset.queries}
+    queries = [by_id[g.request_id] for g in a.generations]
+    rows: list[QueryValue] = []
+    report = None
+    if comps.answers is not None:
+        items = answer_items(queries, a.generations)
+        checks = comps.answers.score(items)
+        rows += checks
+        report = comps.answers.abstention(items, checks)
+    if comps.judge is not None:
+        rows += verdict_values(comps.judge, a.verdicts)
+    return rows, report
+
+
+def merge_answer_scores(base: ConfigScores, dataset: Dataset, rows: Sequence[QueryValue],
+                        gens: Sequence[Generation], settings: SummarySettings) -> ConfigScores:
+    """``base`` (retrieval values, untouched) plus one metric per answer/judge metric name."""
+    answered_ids = {g.request_id for g in gens}
+    known = set(base.query_ids)
+    extra = [q for q in dataset.queries if q.query_id in answered_ids and q.query_id not in known]
+    qids = (*base.query_ids, *(q.query_id for q in extra))
+    cats = (*base.categories, *(q.category for q in extra))
+    n, n_base = len(qids), len(base.query_ids)
+    pos = {q: i for i, q in enumerate(qids)}
+    values = {m: np.concatenate([v, np.full(n - n_base, np.nan)]) for m, v in base.values.items()}
+    statuses = {m: (*st, *("failed" for _ in extra)) for m, st in base.statuses.items()}
+    expected = {m: np.concatenate([base.expects(m), np.zeros(n - n_base, bool)])
+                for m in base.values}
+    gen_of = {g.request_id: g for g in gens}
+    new_status: dict[str, list[str]] = {}
+    for v in rows:
+        if v.metric not in new_status:
+            values[v.metric] = np.full(n, np.nan)
+            new_status[v.metric] = ["failed"] * n
+            expected[v.metric] = np.zeros(n, bool)
+        if v.status in _NOT_EXPECTED:
+            continue
+        i = pos[v.query_id]
+        st = _status(v, gen_of.get(v.query_id))
+        new_status[v.metric][i] = st
+        expected[v.metric][i] = True
+        if st == "scored":
+            values[v.metric][i] = float(v.value)
+    for m, st_list in new_status.items():
+        statuses[m] = tuple(st_list)
+    new = {m: values[m] for m in new_status}
+    summary = summarize_values(base.config_id, cats, new,
+                               {m: statuses[m] for m in new}, settings, expected)
+    return ConfigScores(base.config_id, qids, cats, values, statuses,
+                        (*base.summary, *summary), expected)
+
+
+def _pcts(xs: Sequence[float]) -> tuple[float | None, float | None]:
+    if not xs:
+        return None, None
+    p50, p95 = np.percentile(np.asarray(xs, dtype=np.float64), [50, 95])
+    return float(p50), float(p95)
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return float(np.mean(xs)) if xs else None
+
+
+def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
+                       abstention: AbstentionReport | None) -> GenerationSummary:
+    ok = [g for g in a.generations if g.status == "ok"]
+    ttft = _pcts([g.ttft_ms for g in ok if g.ttft_ms is not None])
+    tpot = _pcts([g.tpot_ms for g in ok if g.tpot_ms is not None])
+    itl = _pcts([x for g in ok for x in g.itl_ms])
+    e2e = _pcts([g.e2e_ms for g in ok])
+    calls = [c for v in a.verdicts for c in v.calls]
+    validity = schema_validity(calls)
+    counts: list[tuple[str, int, int, int, int]] = []
+    if comps.judge is not None:
+        names = judge_metrics(comps.judge)
+        for judge, metrics in names.items():
+            mine = [v for v in a.verdicts if v.judge == judge]
+            for m in metrics:
+                rows = [r for v in mine for r in v.values((m,))]
+                counts.append((m, sum(r.status == SCORED for r in rows),
+                               sum(r.status == NO_CLAIMS for r in rows),
+                               sum(r.status == INVALID for r in rows),
+                               sum(r.status == ERROR for r in rows)))
+    sc = abstention.scores if abstention is not None else None
+    assert comps.generator is not None
+    return GenerationSummary(
+        config_id=spec.config_id, label=spec.label, generator=generator_name(comps.generator),
+        n_queries=len(a.generations), n_ok=len(ok),
+        n_failed=sum(g.status not in ("ok", "timeout") for g in a.generations),
+        n_timeout=sum(g.status == "timeout" for g in a.generations),
+        prompt_tokens_mean=_mean([g.prompt_tokens for g in ok]),
+        output_tokens_mean=_mean([g.output_tokens for g in ok]),
+        ttft_p50_ms=ttft[0], ttft_p95_ms=ttft[1], tpot_p50_ms=tpot[0], tpot_p95_ms=tpot[1],
+        itl_p50_ms=itl[0], itl_p95_ms=itl[1], e2e_p50_ms=e2e[0], e2e_p95_ms=e2e[1],
+        abstention_precision=None if sc is None else sc.precision,
+        abstention_recall=None if sc is None else sc.recall,
+        coverage=None if sc is None else sc.coverage,
+        answered_accuracy=None if sc is None else sc.answered_accuracy,
+        n_must_abstain=0 if sc is None else sc.n_must_abstain,
+        n_abstained=0 if sc is None else sc.n_abstained,
+        judge=None if comps.judge is None else judge_name(comps.judge),
+        judge_calls=validity.denominator, judge_schema_valid=validity.numerator,
+        judge_schema_validity=validity.rate,
+        judge_invalid=sum(v.status == INVALID for v in a.verdicts),
+        judge_counts=tuple(counts),
+        judge_model=None if comps.judge is None
+        else generator_name(judge_generator(comps.judge)))
+
+
+def with_generation_latency(row: ConfigRow, g: GenerationSummary | None) -> ConfigRow:
+    """configs.parquet's TTFT/TPOT columns of a generated config."""
+    if g is None:
+        return row
+    return replace(row, ttft_p50_ms=g.ttft_p50_ms, ttft_p95_ms=g.ttft_p95_ms,
+                   tpot_p50_ms=g.tpot_p50_ms, tpot_p95_ms=g.tpot_p95_ms)
