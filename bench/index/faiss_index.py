@@ -120,6 +120,9 @@ class FaissBuiltIndex:
         self._device = device
         self._cpu_index = index
         self._defaults = _knob_defaults(faiss, index)
+        #: the knob values last applied by ``search`` (only ``search`` sets knobs): setting
+        #: them again per query costs a ParameterSpace per call, harness time, not search time
+        self._applied: tuple[tuple[str, int | float], ...] | None = None
         if device == "cuda":
             if not hasattr(faiss, "StandardGpuResources"):
                 raise DeviceError("index: device=cuda but the installed faiss has no GPU support "
@@ -151,11 +154,15 @@ class FaissBuiltIndex:
     def search(
         self, queries: np.ndarray, k: int, params: Mapping[str, int | float]
     ) -> SearchResult:
-        faiss = _faiss()
-        self.check_params(params, "query_params")
-        space = faiss.GpuParameterSpace() if self._device == "cuda" else faiss.ParameterSpace()
-        for name, value in {**self._defaults, **params}.items():
-            space.set_index_parameter(self._index, QUERY_KNOBS[name], value)
+        knobs = tuple(sorted({**self._defaults, **params}.items()))
+        if knobs != self._applied:
+            faiss = _faiss()
+            self.check_params(params, "query_params")
+            space = (faiss.GpuParameterSpace() if self._device == "cuda"
+                     else faiss.ParameterSpace())
+            for name, value in knobs:
+                space.set_index_parameter(self._index, QUERY_KNOBS[name], value)
+            self._applied = knobs
         scores, ids = self._index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
         return SearchResult(ids=ids.astype(np.int64, copy=False), scores=scores)
 

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig
 
-from bench.budget.base import BudgetDecision, ProbeMeasurement
 from bench.cache.store import ArtifactStore
 from bench.config.build import build
 from bench.config.toplevel import check_gate_categories
@@ -30,12 +29,12 @@ from bench.filters.base import FilterOutcome, eligible_gold
 from bench.filters.hard_vs_soft import HardVsSoft
 from bench.filters.stage import FilteredPool
 from bench.index.base import SearchResult
-from bench.index.stage import IndexArtifact
 from bench.metrics.engine import Qrels
 from bench.pipeline.components import Components, build_components, validate_top_level
 from bench.pipeline.device import resolve_device
 from bench.pipeline.executor import Executor, Resolved
 from bench.pipeline.plan import ConfigSpec, Plan, plan
+from bench.pipeline.probe import ProbeOutcome, probe_configs
 from bench.pipeline.scoring import (
     ConfigScores,
     SummarySettings,
@@ -46,8 +45,8 @@ from bench.pipeline.scoring import (
 )
 from bench.results.records import FilterDecisionRecord, SummaryRow
 from bench.retrieval.base import Pool
-from bench.telemetry.base import StageTiming, Telemetry, TimingLog
-from bench.telemetry.basic import BasicTelemetry, peak_rss_bytes
+from bench.telemetry.base import StageTiming, Telemetry
+from bench.telemetry.basic import BasicTelemetry
 
 log = logging.getLogger("bench")
 
@@ -100,6 +99,8 @@ class Executed:
     data_timing: StageTiming
     telemetry: Telemetry
     comps: Components
+    #: the budget probe (None: no budget)
+    probe: ProbeOutcome | None = None
 
 
 def run(cfg: DictConfig, run_dir: Path) -> RunResult:
@@ -135,8 +136,8 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     log.info("plan: %d configs over %d nodes", len(the_plan.configs), len(the_plan.nodes()))
 
     executor.resolved(the_plan.chunk_stats)
-    pruned = probe_budget(comps, the_plan, executor, device)
-    configs = [execute_config(spec, the_plan, executor, pruned, data_timing)
+    probe = probe_budget(comps, the_plan, executor, dataset, device, telemetry)
+    configs = [execute_config(spec, the_plan, executor, probe.pruned, data_timing)
                for spec in the_plan.configs]
     if all(c.pool is None for c in configs):
         log.warning("every config was pruned by the budget")
@@ -163,7 +164,7 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
         configs[i] = replace(c, timings=(
             *c.timings, StageTiming("metrics", "total", len(s.query_ids), ms, "cpu")))
     done = Executed(run_id, cfg, device, dataset, the_plan, executor, tuple(configs),
-                    tuple(scores), data_timing, telemetry, comps)
+                    tuple(scores), data_timing, telemetry, comps, probe)
     kept = [s for c, s in zip(configs, scores, strict=True) if c.pool is not None]
     extra_metrics = [k for k in (kept[0].values if kept else {}) if k not in m.names]
     names = [*m.names, *extra_metrics]
@@ -224,37 +225,12 @@ def ann_recall(chunk_res: SearchResult, exact: SearchResult, docs: Embeddings,
     return out
 
 
-def probe_budget(comps: Components, the_plan: Plan, executor: Executor, device: str
-                 ) -> dict[str, str]:
-    """Time single queries of every dense search on a deterministic sample before running it;
-    a node the budget rejects prunes every config below it. Returns {node key: reason}."""
-    budget = comps.budget
-    if budget is None or not the_plan.dense:
-        return {}
-    index: IndexArtifact = executor.value(the_plan.index)
-    queries: Embeddings = executor.value(the_plan.embed_queries)
-    n_chunks = index.info.n_vectors
-    q_vecs = np.asarray(queries.vectors)
-    n = min(budget.probe_queries, len(q_vecs))
-    sample = np.linspace(0, len(q_vecs) - 1, n).astype(int)
-    depth = comps.retriever.depth(n_chunks)
-    pruned: dict[str, str] = {}
-    for label, node in the_plan.dense.items():
-        qp = node.op.query_params
-        timing = TimingLog("probe", device=device)
-        for i in sample:
-            with timing.measure("query", 1, sync_cuda=device == "cuda"):
-                index.built.search(q_vecs[i : i + 1], depth, qp)
-        decision: BudgetDecision = budget.check(ProbeMeasurement(
-            stage="retrieve", n_queries=n,
-            query_latency_ms=tuple(s.wall_ms for s in timing.samples),
-            index_bytes=index.info.index_bytes, peak_rss_bytes=peak_rss_bytes(),
-            peak_vram_bytes=None))
-        log.info("budget %s: %s — %s", label, "keep" if decision.keep else "PRUNED",
-                 decision.reason)
-        if not decision.keep:
-            pruned[node.key] = decision.reason
-    return pruned
+def probe_budget(comps: Components, the_plan: Plan, executor: Executor, dataset: Dataset,
+                 device: str, telemetry: Telemetry) -> ProbeOutcome:
+    """Probe every config's whole chain on a seeded query sample before running it; a node
+    the budget rejects (with confidence) prunes every config below it
+    (``bench.pipeline.probe``). ``.pruned`` maps node key -> reason."""
+    return probe_configs(comps, the_plan, executor, dataset, device, telemetry)
 
 
 def filter_decisions(done: Executed) -> list[FilterDecisionRecord]:
