@@ -184,7 +184,15 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     decisions = filter_decisions(done)
     from bench.pipeline.record import write_results
 
-    return write_results(done, run_dir, comparisons, decisions, t_start)
+    result = write_results(done, run_dir, comparisons, decisions, t_start)
+    if cfg.capacity.config:
+        from bench.pipeline.capacity import run_capacity
+
+        run_capacity(done, run_dir)
+    close = getattr(telemetry, "close", None)
+    if callable(close):  # the sampler thread (its records are in run.json already)
+        close()
+    return result
 
 
 def execute_config(spec: ConfigSpec, the_plan: Plan, executor: Executor,

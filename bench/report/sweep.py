@@ -243,7 +243,13 @@ class SweepReportCallback(Callback):
         self.x_key = x_key
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        write_sweep_report(Path(config.hydra.sweep.dir), metric=self.metric, x_key=self.x_key)
+        sweep_dir = Path(config.hydra.sweep.dir)
+        write_sweep_report(sweep_dir, metric=self.metric, x_key=self.x_key)
+        # and the merged report of every job (md, self-contained html, png, tensorboard) in
+        # <sweep dir>/merged-report; a failure there prints one line and keeps the above
+        from bench.report.__main__ import main as merged_report
+
+        merged_report([str(sweep_dir)])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
