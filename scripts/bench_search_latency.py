@@ -135,7 +135,8 @@ def main() -> None:
         got = {name: fn() for name, fn in order}
         for name, v in got.items():
             rounds[name].append(v)
-        ratios.append(tuple(b / f for b, f in zip(got["bench"], got["bare"], strict=True)))
+        b, f = got["bench"], got["bare"]
+        ratios.append((b[0] / f[0], b[1] / f[1], b[2] / f[2]))
     med = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in rounds.items()}
     ratio_med = [statistics.median(x[i] for x in ratios) for i in range(3)]
     names = ("single p50 ms", "single p95 ms", "batch QPS")

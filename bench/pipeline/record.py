@@ -142,6 +142,13 @@ def decision_columns(c: ConfigRun, row: ConfigRow, done: Executed) -> ConfigRow:
     return replace(row, **fields)  # type: ignore[arg-type]
 
 
+def telemetry_json(telemetry: object) -> dict[str, Any]:
+    """run.json's ``telemetry`` (sampler state and one record per stage) when the telemetry
+    has a manifest (``bench.telemetry.sampler``)."""
+    manifest = getattr(telemetry, "manifest", None)
+    return {"telemetry": manifest()} if callable(manifest) else {}
+
+
 def budget_json(done: Executed) -> dict[str, Any] | None:
     """run.json's ``budget``: the budget, each config's probe, and the work pruning saved."""
     if done.probe is None or done.probe.budget is None:
@@ -327,8 +334,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                                   "trec_run": None if r.pruned_reason
                                   else f"run.{r.config_id}.trec"} for r in reports},
         "resources": [s.__dict__ for s in done.telemetry.samples],
-        **({"telemetry": done.telemetry.manifest()}
-           if callable(getattr(done.telemetry, "manifest", None)) else {}),
+        **telemetry_json(done.telemetry),
         "budget": budget_json(done),
         "peak_rss_bytes": peak_rss_bytes(),
         "filter_decisions": [asdict(d) for d in decisions],

@@ -308,7 +308,7 @@ def _pruning(merged: Merged) -> Section:
     for r in merged.runs:
         b = r.manifest.get("budget")
         w = b.get("work_saved") if isinstance(b, dict) else None
-        if not isinstance(w, dict):
+        if not isinstance(b, dict) or not isinstance(w, dict):
             continue
         stages = ", ".join(f"{k} {v}" for k, v in (w.get("skipped_by_stage") or {}).items())
         rows.append(((r.name, r.name), _cell(b.get("budget")),

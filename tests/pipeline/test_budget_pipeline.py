@@ -125,6 +125,6 @@ def test_capacity_on_the_dense_chain(cache: Path, tmp_path: Path) -> None:
 
 
 def test_capacity_names_an_unknown_config(cache: Path, tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="capacity.config"):
+    with pytest.raises(ConfigError, match=r"capacity\.config"):
         _run(cache, tmp_path, "reranker=none", "budget=none", "+experiment=capacity",
              "capacity.config=nope", "capacity.concurrency=[1]", "capacity.max_requests=2")
