@@ -87,10 +87,14 @@ def test_budget_gate_fails_with_exit_3_and_says_by_how_much(rerank_over: RunResu
 
 
 def test_budget_gate_passes_with_exit_0(cache: Path, tmp_path: Path) -> None:
-    res = _run(cache, tmp_path, "reranker=none",
+    res = _run(cache, tmp_path, "reranker=none", "telemetry=sampled",
                "+gates=[{metric: e2e_p95_ms, max: 1e9}, {metric: recall@10, "
                "scope: 'category:exact_lookup', min: 0.0}]")
     assert res.exit_code == 0 and res.failed_gates == ()
+    # the sampled telemetry's manifest lands in run.json (off on a CPU box, saying why)
+    tel = json.loads((tmp_path / "run.json").read_text())["telemetry"]
+    assert tel["sampler"].startswith("off (") and tel["stages"]
+    assert any(s["stage"].startswith("probe ") for s in tel["stages"])
 
 
 def test_pruned_search_prunes_every_config_below_it(cache: Path, tmp_path: Path) -> None:

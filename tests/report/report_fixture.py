@@ -65,7 +65,10 @@ def write_run(d: Path, *, extra: dict[str, list[Any]] | None = None, run_id: str
                         "p99_ms": None if p is None else p * 1.5,
                         "n_latency_samples": 0 if p is None else 6, "build_s": None,
                         "index_bytes": None, "unauthorized_hits": 0, "filter_removed": None,
-                        "false_exclusion_rate": None, "doc_false_exclusion_rate": None})
+                        "false_exclusion_rate": None, "doc_false_exclusion_rate": None,
+                        "budget_name": None, "budget_limit": None, "budget_measured": None,
+                        "budget_bound": None, "cost_per_query": None, "cost_basis": None,
+                        "peak_vram_bytes": None, "peak_vram_measure": None})
     write_table(configs, CONFIGS, d / "configs.parquet")
     if extra:
         t = pq.read_table(d / "configs.parquet")
