@@ -89,6 +89,30 @@ class GenerationConfig:
 
 
 @dataclass
+class CapacityConfig:
+    """``+experiment=capacity``: drive one config's whole chain per request at increasing
+    closed-loop concurrency (bench.pipeline.capacity). ``config``: a config_id of the run,
+    ``best_under_budget`` (the best kept config on the first metric), or null (off)."""
+
+    config: str | None = None
+    concurrency: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    #: per level: stop after this many requests or seconds, whichever comes first
+    max_requests: int = 200
+    max_seconds: float = 10.0
+    #: stop once this many levels broke the SLO (0: run every level)
+    stop_after_breaking: int = 1
+    #: SLO: ``attainment`` of requests with latency (TTFT when the chain streams, else e2e)
+    #: <= ``slo_budget_ms``
+    slo_budget_ms: float = 100.0
+    attainment: float = 0.9
+    #: the sizing question: workers for ``target_rps`` queries/s at p95 <= ``p95_budget_ms``
+    target_rps: float = 100.0
+    p95_budget_ms: float = 100.0
+    #: what one measured replica is ("CPU worker" here; "GPU" on a GPU box)
+    worker_kind: str = "CPU worker"
+
+
+@dataclass
 class BenchConfig:
     experiment_name: str = "default"
     #: auto | cpu | cuda. cuda without a GPU is an error, never a silent fallback.
@@ -101,6 +125,7 @@ class BenchConfig:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     gates: list[GateConfig] = field(default_factory=list)
+    capacity: CapacityConfig = field(default_factory=CapacityConfig)
     dataset: Any = MISSING
     chunker: Any = MISSING
     embedder: Any = MISSING

@@ -44,6 +44,14 @@ CATEGORY_PREFIX = "category:"
 #: the exact search, for approximate indexes. A gate on one is checked after the run instead
 #: (``check_gates_matched``), since whether it is computed depends on the index.
 PIPELINE_FAMILIES = ("ann_recall",)
+#: budget gates: columns of configs.parquet, one value per config, gated with scope ``all``
+#: (latency in ms, VRAM in bytes, cost in the configured price's currency)
+CONFIG_GATE_METRICS = (
+    "e2e_p50_ms", "e2e_p95_ms", "e2e_p99_ms", "p50_ms", "p95_ms", "p99_ms", "qps",
+    "rerank_p50_ms", "rerank_p95_ms", "rerank_p99_ms", "rerank_pairs_per_s",
+    "unauthorized_hits", "cost_per_query", "peak_vram_bytes", "index_bytes", "build_s",
+    "false_exclusion_rate", "doc_false_exclusion_rate", "filter_removed",
+)
 
 
 def validate_top_level_config(cfg: DictConfig) -> None:
@@ -180,17 +188,40 @@ def check_gates(gates: Iterable[Any], metric_names: list[str]) -> None:
     """Every gate must be able to fire: a computed metric, a known scope, a finite bound."""
     for i, gate in enumerate(gates):
         key = f"gates[{i}]"
-        metric = _canonical_metric(f"{key}.metric", gate.metric)
-        if metric not in metric_names and metric.split("@")[0] not in PIPELINE_FAMILIES:
-            raise ConfigError(f"{key}.metric", f"{metric!r} is not computed by this run; add it "
-                                               f"to metrics.names ({', '.join(metric_names)})")
-        check_scope(f"{key}.scope", gate.scope)
+        if isinstance(gate.metric, str) and gate.metric in CONFIG_GATE_METRICS:
+            if gate.scope != "all":
+                raise ConfigError(f"{key}.scope", f"{gate.metric} is one value per config: "
+                                                  "use scope all")
+            if gate.use_ci_bound:
+                raise ConfigError(f"{key}.use_ci_bound", f"{gate.metric} has no CI: set false")
+        else:
+            metric = _gate_metric(f"{key}.metric", gate.metric)
+            if metric not in metric_names and metric.split("@")[0] not in PIPELINE_FAMILIES:
+                raise ConfigError(f"{key}.metric", f"{metric!r} is not computed by this run; "
+                                                   f"add it to metrics.names "
+                                                   f"({', '.join(metric_names)})")
+            check_scope(f"{key}.scope", gate.scope)
         lo = None if gate.min is None else _check_number(f"{key}.min", gate.min)
         hi = None if gate.max is None else _check_number(f"{key}.max", gate.max)
         if lo is None and hi is None:
             raise ConfigError(key, "needs min or max")
         if lo is not None and hi is not None and lo > hi:
             raise ConfigError(key, f"min {lo} > max {hi}: the gate fails on every value")
+
+
+def _gate_metric(key: str, name: object) -> str:
+    """A quality metric name; a near-miss of a budget gate name says which one was meant."""
+    try:
+        return _canonical_metric(key, name)
+    except ConfigError as exc:
+        import difflib
+
+        close = difflib.get_close_matches(str(name), CONFIG_GATE_METRICS, n=1)
+        if not close:
+            raise ConfigError(key, f"{exc.message}; budget gates: "
+                                   f"{', '.join(CONFIG_GATE_METRICS)}") from None
+        raise ConfigError(key, f"unknown gate metric {name!r}; did you mean {close[0]!r}?"
+                          ) from None
 
 
 def check_gate_categories(gates: Iterable[Any], categories: Iterable[str]) -> None:
@@ -215,6 +246,8 @@ def check_gates_matched(gates: Iterable[Any], rows: Iterable[tuple[str, str]]) -
     """
     present = set(rows)
     for i, gate in enumerate(gates):
+        if gate.metric in CONFIG_GATE_METRICS:
+            continue  # read from configs.parquet rows, present for every config
         if (gate.metric, gate.scope) not in present:
             metrics = sorted({m for m, _ in present})
             raise ConfigError(f"gates[{i}]", f"{gate.metric} [{gate.scope}] was not computed by "

@@ -219,6 +219,14 @@ class SentenceTransformerEmbedder:
             "document_prefix": self.document_prefix,
         }
 
+    def encode_query(self, text: str) -> np.ndarray:
+        """One query's vector [1, dim], as a serving system computes it per request (no token
+        statistics or progress bar around the model call)."""
+        vec = self._model.encode([self.query_prefix + text if self.query_prefix else text],
+                                 batch_size=1, convert_to_numpy=True,
+                                 normalize_embeddings=self.normalize, show_progress_bar=False)
+        return np.asarray(vec, dtype=np.float32)
+
     def encode(self, texts: Sequence[str], *, kind: str, out: np.ndarray) -> EmbeddingStats:
         inputs = with_prefix(texts, kind=kind, query_prefix=self.query_prefix,
                              document_prefix=self.document_prefix)

@@ -120,6 +120,9 @@ class FaissBuiltIndex:
         self._device = device
         self._cpu_index = index
         self._defaults = _knob_defaults(faiss, index)
+        #: the knob values last applied by ``search`` (only ``search`` sets knobs): setting
+        #: them again per query costs a ParameterSpace per call, harness time, not search time
+        self._applied: dict[str, int | float] | None = None
         if device == "cuda":
             if not hasattr(faiss, "StandardGpuResources"):
                 raise DeviceError("index: device=cuda but the installed faiss has no GPU support "
@@ -151,13 +154,19 @@ class FaissBuiltIndex:
     def search(
         self, queries: np.ndarray, k: int, params: Mapping[str, int | float]
     ) -> SearchResult:
-        faiss = _faiss()
-        self.check_params(params, "query_params")
-        space = faiss.GpuParameterSpace() if self._device == "cuda" else faiss.ParameterSpace()
-        for name, value in {**self._defaults, **params}.items():
-            space.set_index_parameter(self._index, QUERY_KNOBS[name], value)
-        scores, ids = self._index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
-        return SearchResult(ids=ids.astype(np.int64, copy=False), scores=scores)
+        if self._applied is None or params != self._applied:
+            faiss = _faiss()
+            self.check_params(params, "query_params")
+            space = (faiss.GpuParameterSpace() if self._device == "cuda"
+                     else faiss.ParameterSpace())
+            for name, value in {**self._defaults, **params}.items():
+                space.set_index_parameter(self._index, QUERY_KNOBS[name], value)
+            self._applied = dict(params)
+        if queries.dtype != np.float32 or not queries.flags.c_contiguous:
+            queries = np.ascontiguousarray(queries, dtype=np.float32)
+        scores, ids = self._index.search(queries, k)
+        return SearchResult(ids=ids if ids.dtype == np.int64 else ids.astype(np.int64),
+                            scores=scores)
 
     def save(self, directory: Path) -> None:
         _faiss().write_index(self._cpu_index, str(directory / INDEX_FILE))

@@ -6,14 +6,16 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from bench.budget.chain import ChainBudget
 from bench.chunking.stage import ChunkReport
-from bench.config.toplevel import check_gates_matched
+from bench.config.toplevel import CONFIG_GATE_METRICS, check_gates_matched
 from bench.data.base import Dataset
 from bench.embedding.stage import Embeddings
 from bench.errors import BenchError
@@ -24,6 +26,7 @@ from bench.metrics.stats import CompletionAccounting
 from bench.pipeline.answers import with_generation_latency
 from bench.pipeline.executor import Executor
 from bench.pipeline.plan import Plan
+from bench.pipeline.probe import probe_json, work_saved
 from bench.pipeline.run import ConfigRun, Executed, RunResult
 from bench.pipeline.scoring import ConfigScores
 from bench.report.base import ConfigReport, RunReport
@@ -44,15 +47,19 @@ log = logging.getLogger("bench")
 
 #: stages whose work happens per query at serving time (their samples add up end to end);
 #: index-time stages (chunk, embed_docs, index, ...) never do
-QUERY_TIME_STAGES = ("retrieve", "lexical", "fusion", "filters", "rerank", "rerank_cut")
+QUERY_TIME_STAGES = ("retrieve", "fold", "lexical", "fusion", "filters", "rerank", "rerank_cut")
 
 
-def check_gates(cfg: DictConfig, rows: list[SummaryRow], pruned: set[str]) -> list[str]:
+def check_gates(cfg: DictConfig, rows: list[SummaryRow], pruned: set[str],
+                config_rows: list[ConfigRow] | None = None) -> list[str]:
     """Failed gates over the configs that ran (a pruned config is reported as pruned, not
-    gated)."""
+    gated), each saying by how much. Quality gates read summary rows (per scope); budget
+    gates (``CONFIG_GATE_METRICS``: e2e_p95_ms, unauthorized_hits, cost_per_query, ...) read
+    each config's configs.parquet row."""
+    quality = [g for g in cfg.gates if g.metric not in CONFIG_GATE_METRICS]
     check_gates_matched(cfg.gates, [(r.metric, r.scope) for r in rows])
     failed = []
-    for gate in cfg.gates:
+    for gate in quality:
         for r in rows:
             if r.metric != gate.metric or r.scope != gate.scope or r.config_id in pruned:
                 continue
@@ -61,11 +68,98 @@ def check_gates(cfg: DictConfig, rows: list[SummaryRow], pruned: set[str]) -> li
                 continue
             lo = r.ci_low if gate.use_ci_bound else r.mean
             hi = r.ci_high if gate.use_ci_bound else r.mean
-            if gate.min is not None and lo is not None and lo < gate.min:
-                failed.append(f"{r.config_id} {gate.metric}[{gate.scope}] {lo:.4f} < {gate.min}")
-            if gate.max is not None and hi is not None and hi > gate.max:
-                failed.append(f"{r.config_id} {gate.metric}[{gate.scope}] {hi:.4f} > {gate.max}")
+            failed += _bound_failures(f"{r.config_id} {gate.metric}[{gate.scope}]", gate, lo, hi)
+    for gate in cfg.gates:
+        if gate.metric not in CONFIG_GATE_METRICS:
+            continue
+        for c in config_rows or []:
+            if c.status != "ok":
+                continue
+            v = getattr(c, gate.metric)
+            what = f"{c.config_id} {gate.metric}[{gate.scope}]"
+            if v is None:
+                failed.append(f"{what}: not measured by this run, so the gate cannot pass")
+                continue
+            failed += _bound_failures(what, gate, float(v), float(v))
     return failed
+
+
+def _bound_failures(what: str, gate: object, lo: float | None, hi: float | None) -> list[str]:
+    g_min, g_max = getattr(gate, "min", None), getattr(gate, "max", None)
+    out = []
+    if g_min is not None and lo is not None and lo < g_min:
+        out.append(f"{what} {lo:.4f} < min {g_min} (short by {g_min - lo:.4g})")
+    if g_max is not None and hi is not None and hi > g_max:
+        out.append(f"{what} {hi:.4f} > max {g_max} (over by {hi - g_max:.4g})")
+    return out
+
+
+def decision_columns(c: ConfigRun, row: ConfigRow, done: Executed) -> ConfigRow:
+    """configs.parquet's budget, cost and VRAM columns for one config."""
+    probe = done.probe
+    p = None if probe is None else probe.configs.get(c.spec.config_id)
+    check = None
+    if p is not None and p.pruned_check is not None:
+        check = p.pruned_check
+    elif p is not None and p.by_prefix and probe is not None:
+        keys = {n.key for n in c.spec.chain}
+        check = next((q.pruned_check for q in probe.configs.values()
+                      if q.pruned_key is not None and q.pruned_key in keys
+                      and q.pruned_check is not None), None)
+    elif p is not None and p.checks:  # kept: the check closest to binding
+        check = max(p.checks, key=lambda k: k.bound / k.limit if k.limit else 0.0)
+    fields: dict[str, object] = {}
+    if check is not None:
+        fields.update(budget_name=check.name, budget_limit=check.limit,
+                      budget_measured=check.measured, budget_bound=check.bound)
+    budget = None if probe is None else probe.budget
+    if isinstance(budget, ChainBudget) and budget.price_per_hour is not None:
+        if p is not None and p.e2e_mean_ms is not None:
+            fields.update(cost_per_query=budget.cost_per_query(p.e2e_mean_ms),
+                          cost_basis=f"{budget.price_per_hour:g} per {budget.price_unit} x "
+                                     f"probe e2e mean {p.e2e_mean_ms:.3f} ms "
+                                     f"({len(p.e2e_ms)} queries, query embedding included)")
+        elif row.e2e_p50_ms is not None and c.pool is not None:
+            e2e = end_to_end_ms(c.timings, len(done.dataset.queries))
+            mean = float(np.mean(e2e))
+            fields.update(cost_per_query=budget.cost_per_query(mean),
+                          cost_basis=f"{budget.price_per_hour:g} per {budget.price_unit} x "
+                                     f"run e2e mean {mean:.3f} ms")
+    if p is not None and p.peak_vram_bytes is not None:
+        fields.update(peak_vram_bytes=p.peak_vram_bytes,
+                      peak_vram_measure=f"{p.vram_measure} (probe)")
+    else:
+        stages = {n.stage for n in c.spec.chain}
+        recs = [r for r in getattr(done.telemetry, "records", []) if r.stage in stages]
+        torch_peaks = [r.torch_peak_allocated_bytes for r in recs
+                       if r.torch_peak_allocated_bytes is not None]
+        nvml_peaks = [r.gpu_used_peak_bytes for r in recs if r.gpu_used_peak_bytes is not None]
+        if torch_peaks:
+            fields.update(peak_vram_bytes=max(torch_peaks),
+                          peak_vram_measure="torch_peak_allocated (chain stages)")
+        elif nvml_peaks:
+            fields.update(peak_vram_bytes=max(nvml_peaks),
+                          peak_vram_measure="nvml_used (chain stages)")
+    return replace(row, **fields)  # type: ignore[arg-type]
+
+
+def telemetry_json(telemetry: object) -> dict[str, Any]:
+    """run.json's ``telemetry`` (sampler state and one record per stage) when the telemetry
+    has a manifest (``bench.telemetry.sampler``)."""
+    manifest = getattr(telemetry, "manifest", None)
+    return {"telemetry": manifest()} if callable(manifest) else {}
+
+
+def budget_json(done: Executed) -> dict[str, Any] | None:
+    """run.json's ``budget``: the budget, each config's probe, and the work pruning saved."""
+    if done.probe is None or done.probe.budget is None:
+        return None
+    b = done.probe.budget
+    return {"budget": type(b).__name__, "settings": dict(vars(b)),
+            "sample_query_ids": list(done.probe.sample_query_ids),
+            "probes": probe_json(done.probe),
+            "work_saved": work_saved(done.plan, done.executor, done.probe,
+                                     len(done.dataset.queries))}
 
 
 def write_trec_run(path: Path, dataset: Dataset, hits: Hits, *, tag: str) -> None:
@@ -177,8 +271,6 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                   decisions: list[FilterDecisionRecord], t_start: float) -> RunResult:
     cfg, run_id, dataset = done.cfg, done.run_id, done.dataset
     summary_rows = [r for s in done.scores for r in s.summary]
-    failed = check_gates(cfg, summary_rows,
-                         {c.spec.config_id for c in done.configs if c.pool is None})
     per_query: list[PerQueryRow] = []
     timing_rows: list[tuple[str, StageTiming]] = []
     config_rows: list[ConfigRow] = []
@@ -187,8 +279,9 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     for c, s in zip(done.configs, done.scores, strict=True):
         per_query += per_query_rows(s)
         timing_rows += [(c.spec.config_id, t) for t in c.timings]
-        row = with_generation_latency(config_row(c, dataset, c.filter_outcome),
-                                      done.generation.get(c.spec.config_id))
+        row = decision_columns(c, with_generation_latency(
+            config_row(c, dataset, c.filter_outcome), done.generation.get(c.spec.config_id)),
+            done)
         config_rows.append(row)
         if c.pool is not None:
             write_trec_run(run_dir / f"run.{c.spec.config_id}.trec", dataset, c.pool.hits,
@@ -196,6 +289,10 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         reports.append(ConfigReport(c.spec.config_id, c.spec.label, dict(c.spec.params),
                                     completion(s, primary), s.summary, c.timings,
                                     c.pruned_reason, row))
+    failed = check_gates(cfg, summary_rows,
+                         {c.spec.config_id for c in done.configs if c.pool is None}, config_rows)
+    for f in failed:
+        log.error("gate failed: %s", f)
     summary_acc = {(s.config_id, m): s.accounting(m) for s in done.scores for m in s.values}
     write_records(per_query, schema.PER_QUERY, run_dir / "per_query.parquet", run_id)
     write_records([{"config_id": cid, **asdict(t)} for cid, t in timing_rows], schema.TIMINGS,
@@ -242,6 +339,8 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                                   "trec_run": None if r.pruned_reason
                                   else f"run.{r.config_id}.trec"} for r in reports},
         "resources": [s.__dict__ for s in done.telemetry.samples],
+        **telemetry_json(done.telemetry),
+        "budget": budget_json(done),
         "peak_rss_bytes": peak_rss_bytes(),
         "filter_decisions": [asdict(d) for d in decisions],
         "generation": generation_json(done),

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig
 
-from bench.budget.base import BudgetDecision, ProbeMeasurement
 from bench.cache.store import ArtifactStore
 from bench.config.build import build
 from bench.config.toplevel import check_gate_categories
@@ -32,7 +31,6 @@ from bench.filters.stage import FilteredPool
 from bench.generation.base import SamplingParams
 from bench.generation.stage import GenerationSettings, query_subset
 from bench.index.base import SearchResult
-from bench.index.stage import IndexArtifact
 from bench.metrics.engine import Qrels
 from bench.pipeline.answers import (
     answer_values,
@@ -44,6 +42,7 @@ from bench.pipeline.components import Components, build_components, validate_top
 from bench.pipeline.device import resolve_device
 from bench.pipeline.executor import Executor, Resolved
 from bench.pipeline.plan import ConfigSpec, Plan, plan
+from bench.pipeline.probe import ProbeOutcome, probe_configs
 from bench.pipeline.scoring import (
     ConfigScores,
     SummarySettings,
@@ -54,8 +53,8 @@ from bench.pipeline.scoring import (
 )
 from bench.results.records import FilterDecisionRecord, GenerationSummary, SummaryRow
 from bench.retrieval.base import Pool
-from bench.telemetry.base import StageTiming, Telemetry, TimingLog
-from bench.telemetry.basic import BasicTelemetry, peak_rss_bytes
+from bench.telemetry.base import StageTiming, Telemetry
+from bench.telemetry.basic import BasicTelemetry
 
 log = logging.getLogger("bench")
 
@@ -110,6 +109,8 @@ class Executed:
     comps: Components
     #: generated configs' answer figures by config id (latency, abstention, judge validity)
     generation: dict[str, GenerationSummary] = field(default_factory=dict)
+    #: the budget probe (None: no budget)
+    probe: ProbeOutcome | None = None
 
 
 def run(cfg: DictConfig, run_dir: Path) -> RunResult:
@@ -146,9 +147,9 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     log.info("plan: %d configs over %d nodes", len(the_plan.configs), len(the_plan.nodes()))
 
     executor.resolved(the_plan.chunk_stats)
-    pruned = probe_budget(comps, the_plan, executor, device)
+    probe = probe_budget(comps, the_plan, executor, dataset, device, telemetry)
     try:
-        configs = [execute_config(spec, the_plan, executor, pruned, data_timing)
+        configs = [execute_config(spec, the_plan, executor, probe.pruned, data_timing)
                    for spec in the_plan.configs]
     finally:  # a managed server or a GPU engine is released even when a stage fails
         if comps.generator is not None:
@@ -189,7 +190,7 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
         configs[i] = replace(c, timings=(
             *c.timings, StageTiming("metrics", "total", len(s.query_ids), ms, "cpu")))
     done = Executed(run_id, cfg, device, dataset, the_plan, executor, tuple(configs),
-                    tuple(scores), data_timing, telemetry, comps, gen_summaries)
+                    tuple(scores), data_timing, telemetry, comps, gen_summaries, probe)
     # generated configs repeat their pool's retrieval values: they are compared with each
     # other on answer metrics only (below), never counted again in the retrieval comparisons
     kept = [s for c, s in zip(configs, scores, strict=True)
@@ -217,7 +218,15 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     decisions = filter_decisions(done)
     from bench.pipeline.record import write_results
 
-    return write_results(done, run_dir, comparisons, decisions, t_start)
+    result = write_results(done, run_dir, comparisons, decisions, t_start)
+    if cfg.capacity.config:
+        from bench.pipeline.capacity import run_capacity
+
+        run_capacity(done, run_dir)
+    close = getattr(telemetry, "close", None)
+    if callable(close):  # the sampler thread (its records are in run.json already)
+        close()
+    return result
 
 
 def execute_config(spec: ConfigSpec, the_plan: Plan, executor: Executor,
@@ -273,37 +282,12 @@ def ann_recall(chunk_res: SearchResult, exact: SearchResult, docs: Embeddings,
     return out
 
 
-def probe_budget(comps: Components, the_plan: Plan, executor: Executor, device: str
-                 ) -> dict[str, str]:
-    """Time single queries of every dense search on a deterministic sample before running it;
-    a node the budget rejects prunes every config below it. Returns {node key: reason}."""
-    budget = comps.budget
-    if budget is None or not the_plan.dense:
-        return {}
-    index: IndexArtifact = executor.value(the_plan.index)
-    queries: Embeddings = executor.value(the_plan.embed_queries)
-    n_chunks = index.info.n_vectors
-    q_vecs = np.asarray(queries.vectors)
-    n = min(budget.probe_queries, len(q_vecs))
-    sample = np.linspace(0, len(q_vecs) - 1, n).astype(int)
-    depth = comps.retriever.depth(n_chunks)
-    pruned: dict[str, str] = {}
-    for label, node in the_plan.dense.items():
-        qp = node.op.query_params
-        timing = TimingLog("probe", device=device)
-        for i in sample:
-            with timing.measure("query", 1, sync_cuda=device == "cuda"):
-                index.built.search(q_vecs[i : i + 1], depth, qp)
-        decision: BudgetDecision = budget.check(ProbeMeasurement(
-            stage="retrieve", n_queries=n,
-            query_latency_ms=tuple(s.wall_ms for s in timing.samples),
-            index_bytes=index.info.index_bytes, peak_rss_bytes=peak_rss_bytes(),
-            peak_vram_bytes=None))
-        log.info("budget %s: %s — %s", label, "keep" if decision.keep else "PRUNED",
-                 decision.reason)
-        if not decision.keep:
-            pruned[node.key] = decision.reason
-    return pruned
+def probe_budget(comps: Components, the_plan: Plan, executor: Executor, dataset: Dataset,
+                 device: str, telemetry: Telemetry) -> ProbeOutcome:
+    """Probe every config's whole chain on a seeded query sample before running it; a node
+    the budget rejects (with confidence) prunes every config below it
+    (``bench.pipeline.probe``). ``.pruned`` maps node key -> reason."""
+    return probe_configs(comps, the_plan, executor, dataset, device, telemetry)
 
 
 def filter_decisions(done: Executed) -> list[FilterDecisionRecord]:

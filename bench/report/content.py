@@ -104,6 +104,7 @@ def build(merged: Merged, opt: Options = Options()) -> Report:
         sections.append(_all_pairs(merged, fm))
     if fm:
         sections.append(_drill(merged, fm, opt))
+    sections.append(_pruning(merged))
     sections.append(_resources(merged))
     return Report(opt.title, tuple(header), tuple(s for s in sections if s is not None))
 
@@ -297,6 +298,35 @@ def _drill_section(d: Drilldown, merged: Merged, metric: str) -> Section:
             ("; ".join(f"{'✓ ' if t.relevant else ''}{t.doc_id}"
                        + (f" ({t.title})" if t.title else "") for t in q.top), None))
             for q in rows), (False, False, True, True, False, False, False))]))
+    return sec
+
+
+def _pruning(merged: Merged) -> Section:
+    """What the budget pruned and the work that saved (run.json ``budget.work_saved``)."""
+    sec = Section("Budget pruning")
+    rows = []
+    for r in merged.runs:
+        b = r.manifest.get("budget")
+        w = b.get("work_saved") if isinstance(b, dict) else None
+        if not isinstance(b, dict) or not isinstance(w, dict):
+            continue
+        stages = ", ".join(f"{k} {v}" for k, v in (w.get("skipped_by_stage") or {}).items())
+        rows.append(((r.name, r.name), _cell(b.get("budget")),
+                     _cell(f"{w.get('configs_pruned')} of {w.get('configs')}"),
+                     _cell(f"{w.get('nodes_skipped')} of {w.get('nodes_total')}"),
+                     _cell(stages or "-"), _f(w.get("seconds_saved_estimate"), 1),
+                     _f(w.get("seconds_all_query_time_estimate"), 1),
+                     _f(w.get("probe_wall_s"), 1)))
+        if not sec.notes and w.get("how"):
+            sec.notes.append(f"Work saved against running every config: {w['how']}.")
+    if rows:
+        sec.tables.append(Table(("run", "budget", "configs pruned", "plan nodes skipped",
+                                 "skipped stage computations", "seconds saved (est.)",
+                                 "seconds, all query-time nodes (est.)", "probe s"),
+                                tuple(rows), (False, False, False, False, False, True, True,
+                                              True)))
+    else:
+        sec.notes.append("No budget in these runs: nothing was probed or pruned.")
     return sec
 
 

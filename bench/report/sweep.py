@@ -334,6 +334,11 @@ _ACTIVE: tuple[Path, str, str | None] | None = None
 def finish(sweep_dir: Path, *, metric: str = "ndcg@10", x_key: str | None = None) -> int:
     """Write the report, print one line if the sweep is not clean, return its exit code."""
     out = write_sweep_report(sweep_dir, metric=metric, x_key=x_key)
+    # and the merged report of every job (md, self-contained html, png, tensorboard) in
+    # <sweep dir>/merged-report; a failure there prints one line and keeps the above
+    from bench.report.__main__ import main as merged_report
+
+    merged_report([str(sweep_dir)])
     code = sweep_exit_code(sweep_dir)
     if code == EXIT_SWEEP_INCOMPLETE:
         n = len(json.loads((sweep_dir / "sweep_status.json").read_text())["unfinished"])

@@ -114,6 +114,18 @@ class ConfigRow:
     ttft_p95_ms: float | None = None
     tpot_p50_ms: float | None = None
     tpot_p95_ms: float | None = None
+    #: the budget ceiling that pruned the config (or, when kept, the one closest to binding)
+    budget_name: str | None = None
+    budget_limit: float | None = None
+    budget_measured: float | None = None
+    budget_bound: float | None = None
+    #: price of one query (configured price per worker-hour x measured time) and its basis
+    cost_per_query: float | None = None
+    cost_basis: str | None = None
+    #: peak VRAM of the config's chain and which figure it is (torch_peak_allocated |
+    #: nvml_used); null without a GPU reading
+    peak_vram_bytes: int | None = None
+    peak_vram_measure: str | None = None
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,18 @@ CONFIGS = pa.schema(
         pa.field("ttft_p95_ms", pa.float64(), nullable=True),
         pa.field("tpot_p50_ms", pa.float64(), nullable=True),
         pa.field("tpot_p95_ms", pa.float64(), nullable=True),
+        # the budget ceiling that pruned the config (kept: the check closest to binding), its
+        # limit, the probe's point estimate and the bootstrap lower bound compared with it
+        pa.field("budget_name", pa.string(), nullable=True),
+        pa.field("budget_limit", pa.float64(), nullable=True),
+        pa.field("budget_measured", pa.float64(), nullable=True),
+        pa.field("budget_bound", pa.float64(), nullable=True),
+        # configured price per worker-hour x measured mean time of a query; what it rests on
+        pa.field("cost_per_query", pa.float64(), nullable=True),
+        pa.field("cost_basis", pa.string(), nullable=True),
+        # peak VRAM of the chain: torch_peak_allocated (needed) or nvml_used (card-wide)
+        pa.field("peak_vram_bytes", pa.int64(), nullable=True),
+        pa.field("peak_vram_measure", pa.string(), nullable=True),
     ]
 )
 

@@ -71,7 +71,7 @@ class _Elapsed:
         return self.ms
 
 
-def _cuda_sync() -> None:
+def cuda_sync() -> None:
     import torch  # only when timing GPU work
 
     if torch.cuda.is_available():
@@ -83,13 +83,13 @@ def stage_timer(*, sync_cuda: bool = False) -> Iterator[_Elapsed]:
     """Time a block with perf_counter; ``elapsed()`` gives milliseconds after the block."""
     out = _Elapsed()
     if sync_cuda:
-        _cuda_sync()
+        cuda_sync()
     t0 = time.perf_counter()
     try:
         yield out
     finally:
         if sync_cuda:
-            _cuda_sync()
+            cuda_sync()
         out.ms = (time.perf_counter() - t0) * 1000.0
 
 

@@ -40,3 +40,29 @@ def test_ann_recall_gates_pass_validation_and_are_checked_after_the_run() -> Non
     with pytest.raises(ConfigError) as exc:
         check_gates_matched(gates, [("ndcg@10", "all"), ("ndcg@10", "macro")])
     assert exc.value.key == "gates[0]" and "could never fire" in str(exc.value)
+
+
+def _gate(metric: str, scope: str = "all", **kw: Any) -> Any:
+    return OmegaConf.create([{"metric": metric, "scope": scope, "min": kw.get("min"),
+                              "max": kw.get("max"), "use_ci_bound": kw.get("ci", False)}])
+
+
+def test_budget_gates_are_accepted_and_typos_rejected() -> None:
+    from bench.config.toplevel import check_gates, check_gates_matched
+
+    for metric in ("e2e_p95_ms", "unauthorized_hits", "cost_per_query", "peak_vram_bytes"):
+        g = _gate(metric, max=1.0)
+        check_gates(g, ["ndcg@10"])
+        check_gates_matched(g, [("ndcg@10", "all")])  # read from configs rows, not summary
+    check_gates(_gate("recall@10", "category:exact_lookup", min=0.5), ["recall@10"])
+    with pytest.raises(ConfigError) as exc:
+        check_gates(_gate("e2e_p95ms", max=1.0), ["ndcg@10"])
+    assert exc.value.key == "gates[0].metric" and "did you mean 'e2e_p95_ms'" in str(exc.value)
+    with pytest.raises(ConfigError) as exc:
+        check_gates(_gate("e2e_p95_ms", "category:exact_lookup", max=1.0), ["ndcg@10"])
+    assert exc.value.key == "gates[0].scope"
+    with pytest.raises(ConfigError) as exc:
+        check_gates(_gate("e2e_p95_ms", max=1.0, ci=True), ["ndcg@10"])
+    assert exc.value.key == "gates[0].use_ci_bound"
+    with pytest.raises(ConfigError, match="needs min or max"):
+        check_gates(_gate("cost_per_query"), ["ndcg@10"])

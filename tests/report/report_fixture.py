@@ -67,7 +67,10 @@ def write_run(d: Path, *, extra: dict[str, list[Any]] | None = None, run_id: str
                         "index_bytes": None, "unauthorized_hits": 0, "filter_removed": None,
                         "false_exclusion_rate": None, "doc_false_exclusion_rate": None,
                         "ttft_p50_ms": None, "ttft_p95_ms": None, "tpot_p50_ms": None,
-                        "tpot_p95_ms": None})
+                        "tpot_p95_ms": None,
+                        "budget_name": None, "budget_limit": None, "budget_measured": None,
+                        "budget_bound": None, "cost_per_query": None, "cost_basis": None,
+                        "peak_vram_bytes": None, "peak_vram_measure": None})
     write_table(configs, CONFIGS, d / "configs.parquet")
     if extra:
         t = pq.read_table(d / "configs.parquet")

@@ -1,0 +1,97 @@
+"""``+experiment=capacity``: how many workers the chosen config needs at a traffic level.
+
+After the run, one config (``capacity.config``: a config_id, or ``best_under_budget`` — the
+kept config with the best mean of the first metric over all queries) is driven by the
+closed-loop load generator (``bench.capacity.loadgen.run_levels``): request i runs query
+``i mod n``'s whole chain (query embedding, search, fold, fusion, filters, rerank: the same
+per-query chain the budget probe times, ``bench.pipeline.request.QueryChain``). Per level it
+records throughput and e2e p50/p95/p99 (and TTFT once a chain streams); the answer "N workers
+for T queries/s at p95 <= S ms" states the measurements and the linear scale-out assumption.
+Output: ``capacity/`` (capacity.json, capacity.md, capacity.png) in the run dir and a
+``capacity`` entry in run.json.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench.capacity.base import Slo
+from bench.capacity.loadgen import plan, run_levels, write_capacity
+from bench.errors import ConfigError
+from bench.pipeline.request import QueryChain
+from bench.pipeline.run import Executed
+
+log = logging.getLogger("bench")
+
+BEST = "best_under_budget"
+
+
+def choose_config(done: Executed, wanted: str) -> int:
+    """Index in ``done.configs`` of the config to drive."""
+    if wanted == BEST:
+        metric = str(done.cfg.metrics.names[0])
+        best, best_v = None, float("-inf")
+        for i, (c, s) in enumerate(zip(done.configs, done.scores, strict=True)):
+            if c.pool is None:
+                continue
+            row = next((r for r in s.summary if r.metric == metric and r.scope == "all"), None)
+            if row is not None and row.mean is not None and row.mean > best_v:
+                best, best_v = i, row.mean
+        if best is None:
+            raise ConfigError("capacity.config", "no config was kept by the budget: nothing "
+                                                 "to drive")
+        return best
+    for i, c in enumerate(done.configs):
+        if c.spec.config_id == wanted:
+            if c.pool is None:
+                raise ConfigError("capacity.config", f"config {wanted} was pruned by the "
+                                                     f"budget ({c.pruned_reason})")
+            return i
+    ids = ", ".join(f"{c.spec.config_id} ({c.spec.label})" for c in done.configs)
+    raise ConfigError("capacity.config", f"no config {wanted!r} in this run; configs: {ids}, "
+                                         f"or {BEST}")
+
+
+def run_capacity(done: Executed, run_dir: Path) -> dict[str, Any]:
+    cap = done.cfg.capacity
+    i = choose_config(done, str(cap.config))
+    spec = done.configs[i].spec
+    chain = QueryChain(spec, done.comps, done.executor, done.dataset, done.device)
+    chain(0)  # warm-up: first-call costs are not load
+    try:
+        slo = Slo(budget_ms=float(cap.slo_budget_ms), attainment=float(cap.attainment))
+    except ValueError as exc:
+        raise ConfigError("capacity", str(exc)) from None
+    if any(int(u) < 1 for u in cap.concurrency) or not cap.concurrency:
+        raise ConfigError("capacity.concurrency", "must list concurrency levels >= 1")
+    log.info("capacity: driving %s %s at concurrency %s", spec.config_id, spec.label,
+             list(cap.concurrency))
+    levels = run_levels(chain.request, [int(u) for u in cap.concurrency], slo,
+                        max_requests=int(cap.max_requests), max_seconds=float(cap.max_seconds),
+                        stop_after_breaking=int(cap.stop_after_breaking))
+    for lv in levels:
+        log.info("capacity: %d users: %.1f req/s, e2e p50/p95/p99 %.1f/%.1f/%.1f ms",
+                 lv.concurrency, lv.throughput_rps, lv.e2e_p50_ms, lv.e2e_p95_ms,
+                 lv.e2e_p99_ms)
+    answer = plan(levels, target_rps=float(cap.target_rps),
+                  p95_budget_ms=float(cap.p95_budget_ms), slo=slo,
+                  worker_kind=str(cap.worker_kind))
+    files = write_capacity(levels, slo, answer, run_dir / "capacity")
+    log.info("capacity: %s", answer.text)
+    entry = {"config_id": spec.config_id, "label": spec.label,
+             "request": "one query's whole chain: " + " > ".join(n.stage for n in spec.chain),
+             "answer": answer.text, "workers": answer.workers,
+             "levels": [asdict(lv) for lv in levels],
+             "files": [str(f.relative_to(run_dir)) for f in files]}
+    manifest_path = run_dir / "run.json"
+    if manifest_path.is_file():
+        from bench.results.write import write_json
+
+        manifest = json.loads(manifest_path.read_text())
+        manifest["capacity"] = entry
+        write_json(manifest_path, manifest)
+    return entry

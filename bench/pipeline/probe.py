@@ -1,0 +1,259 @@
+"""Budget probes of whole chains before the full run, and the work pruning saved.
+
+``probe_configs`` runs each config's query-time chain (``bench.pipeline.request``) on one
+seeded query sample (after one untimed warm-up query), in plan order, so a base config is
+probed before the reranked configs built on it. A config whose chain contains an already
+pruned node is not probed: it is pruned by that prefix. The budget decides per config
+(``bench.budget.chain.ChainBudget``: bootstrap lower bounds, not point estimates); what a
+breach prunes is a node KEY: the node of the stage that broke a stage ceiling (the query
+search: every config below it goes too), or the config's own leaf for end-to-end, cost and
+VRAM ceilings. ``execute_config`` skips any config whose chain holds a pruned key.
+
+Other budgets (``bench.budget.latency.LatencyBudget``) get the probe's search samples of each
+dense config as a ``ProbeMeasurement``, as before.
+
+``work_saved`` counts the plan nodes the run never resolved and estimates their seconds
+from the probe's per-query means (x the queries each node would have processed).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bench.budget.base import Budget, ProbeMeasurement
+from bench.budget.chain import BudgetCheck, ChainBudget
+from bench.data.base import Dataset
+from bench.pipeline.components import Components
+from bench.pipeline.executor import Executor
+from bench.pipeline.plan import ConfigSpec, Plan
+from bench.pipeline.request import QueryChain
+from bench.rerank.stage import LATENCY_QUERIES
+from bench.telemetry.base import Telemetry
+from bench.telemetry.basic import peak_rss_bytes
+
+log = logging.getLogger("bench")
+
+#: which plan node a stage ceiling prunes (the first node of that stage in the chain)
+PRUNE_NODE = {"embed_query": ("embed_queries",), "retrieve": ("retrieve",),
+              "fold": ("retrieve", "lexical"), "lexical": ("lexical",), "fusion": ("fusion",),
+              "filters": ("filters",), "rerank": ("rerank_cut",), "rerank_cut": ("rerank_cut",)}
+#: probe stages whose per-query time a plan node of this stage spends per query
+NODE_WORK = {"embed_queries": ("embed_query",), "retrieve": ("retrieve", "fold"),
+             "lexical": ("lexical", "fold"), "fusion": ("fusion",), "filters": ("filters",),
+             "rerank_scores": ("rerank",), "rerank": ("rerank",), "rerank_cut": ("rerank_cut",)}
+
+
+@dataclass(frozen=True)
+class ConfigProbe:
+    config_id: str
+    label: str
+    #: per-query milliseconds per probe stage, in sample order
+    stage_ms: Mapping[str, tuple[float, ...]]
+    e2e_ms: tuple[float, ...]
+    peak_vram_bytes: int | None
+    #: which figure peak_vram_bytes is: torch_peak_allocated | nvml_used | None (no GPU read)
+    vram_measure: str | None
+    checks: tuple[BudgetCheck, ...] = ()
+    #: why the config is pruned (None: kept)
+    pruned_reason: str | None = None
+    #: the check that pruned it (None when kept or pruned by a prefix)
+    pruned_check: BudgetCheck | None = None
+    #: True when a pruned prefix made probing this config unnecessary
+    by_prefix: bool = False
+    #: the node key this config's own breach pruned (None when kept or by prefix)
+    pruned_key: str | None = None
+
+    def stage_mean_ms(self, stage: str) -> float | None:
+        v = self.stage_ms.get(stage)
+        return float(np.mean(v)) if v else None
+
+    @property
+    def e2e_mean_ms(self) -> float | None:
+        return float(np.mean(self.e2e_ms)) if self.e2e_ms else None
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    """Pruned node keys (-> reason) and each config's probe."""
+
+    pruned: dict[str, str]
+    configs: dict[str, ConfigProbe] = field(default_factory=dict)
+    sample_query_ids: tuple[str, ...] = ()
+    wall_s: float = 0.0
+    budget: Any = None
+
+
+def probe_sample(n_queries: int, k: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(n_queries, size=min(k, n_queries), replace=False))
+
+
+def _vram(telemetry: Telemetry, stage: str) -> tuple[int | None, str | None]:
+    records = getattr(telemetry, "records", None)
+    if not records:
+        return None, None
+    rec = next((r for r in reversed(records) if r.stage == stage), None)
+    if rec is None:
+        return None, None
+    if rec.torch_peak_allocated_bytes is not None:
+        return int(rec.torch_peak_allocated_bytes), "torch_peak_allocated"
+    if rec.gpu_used_peak_bytes is not None:
+        return int(rec.gpu_used_peak_bytes), "nvml_used"
+    return None, None
+
+
+def measure_chain(chain: QueryChain, sample: np.ndarray, telemetry: Telemetry,
+                  watch_as: str) -> tuple[dict[str, list[float]], list[float], int | None,
+                                          str | None]:
+    chain(int(sample[0]))  # warm-up: first-call costs (model load, knob set) are not latency
+    per: dict[str, list[float]] = {}
+    e2e: list[float] = []
+    with telemetry.watch(watch_as):
+        for q in sample:
+            times, _ = chain(int(q))
+            for s, ms in times.items():
+                per.setdefault(s, []).append(ms)
+            e2e.append(sum(times.values()))
+    vram, measure = _vram(telemetry, watch_as)
+    return per, e2e, vram, measure
+
+
+def _prune_key(spec: ConfigSpec, check: BudgetCheck) -> str:
+    if check.name.startswith("stage_p95_ms["):
+        stage = check.name[len("stage_p95_ms["):-1]
+        for node_stage in PRUNE_NODE.get(stage, ()):
+            node = next((n for n in spec.chain if n.stage == node_stage), None)
+            if node is not None:
+                return node.key
+    return spec.leaf.key
+
+
+def probe_configs(comps: Components, the_plan: Plan, executor: Executor, dataset: Dataset,
+                  device: str, telemetry: Telemetry) -> ProbeOutcome:
+    budget: Budget | None = comps.budget
+    if budget is None or not the_plan.configs:
+        return ProbeOutcome({})
+    t0 = time.perf_counter()
+    seed = budget.seed if isinstance(budget, ChainBudget) else 0
+    sample = probe_sample(len(dataset.queries), budget.probe_queries, seed)
+    pruned: dict[str, str] = {}
+    probes: dict[str, ConfigProbe] = {}
+    for spec in the_plan.configs:
+        prefix = next((pruned[n.key] for n in spec.chain if n.key in pruned), None)
+        key: str | None = None
+        if prefix is not None:
+            probes[spec.config_id] = ConfigProbe(spec.config_id, spec.label, {}, (), None, None,
+                                                 (), f"pruned prefix: {prefix}", None, True)
+            continue
+        if not isinstance(budget, ChainBudget) and spec.kind != "dense":
+            continue  # the legacy budget ceilings the dense search only
+        chain = QueryChain(spec, comps, executor, dataset, device)
+        per, e2e, vram, measure = measure_chain(chain, sample, telemetry,
+                                                f"probe {spec.config_id}")
+        stage_ms = {s: tuple(v) for s, v in per.items()}
+        if isinstance(budget, ChainBudget):
+            checks = tuple(budget.judge({s: np.asarray(v) for s, v in per.items()},
+                                        np.asarray(e2e), vram))
+            over = next((c for c in checks if c.over), None)
+            reason = None if over is None else over.describe()
+            if over is not None:
+                key = _prune_key(spec, over)
+                pruned[key] = reason or ""
+        else:
+            d = budget.check(ProbeMeasurement(
+                stage="retrieve", n_queries=len(sample),
+                query_latency_ms=tuple(per.get("retrieve", ())),
+                index_bytes=executor.value(the_plan.index).info.index_bytes,
+                peak_rss_bytes=peak_rss_bytes(), peak_vram_bytes=vram))
+            checks, over, reason, key = (), None, None if d.keep else d.reason, None
+            if not d.keep:
+                key = next(n for n in spec.chain if n.stage == "retrieve").key
+                pruned[key] = d.reason
+        probes[spec.config_id] = ConfigProbe(spec.config_id, spec.label, stage_ms, tuple(e2e),
+                                             vram, measure, checks, reason, over, False,
+                                             key if reason is not None else None)
+        log.info("budget %s %s: %s — %s", spec.config_id, spec.label,
+                 "keep" if reason is None else "PRUNED",
+                 reason or "; ".join(c.describe() for c in checks) or "within budget")
+    return ProbeOutcome(pruned, probes, tuple(dataset.queries[int(q)].query_id for q in sample),
+                        time.perf_counter() - t0, budget)
+
+
+def _node_seconds(stage: str, probes: list[ConfigProbe], n_queries: int) -> float | None:
+    work = NODE_WORK.get(stage)
+    if not work:
+        return None
+    means = []
+    for p in probes:
+        ms = [p.stage_mean_ms(s) for s in work]
+        if all(m is not None for m in ms):
+            means.append(sum(m for m in ms if m is not None))
+    if not means:
+        return None
+    n = min(LATENCY_QUERIES, n_queries) if stage == "rerank" else n_queries
+    return float(np.mean(means)) * n / 1000.0
+
+
+def work_saved(the_plan: Plan, executor: Executor, probe: ProbeOutcome,
+               n_queries: int) -> dict[str, Any]:
+    """Plan nodes never resolved (stage computations avoided) and their estimated seconds,
+    against resolving every node of the plan."""
+    done = {r.node.key for r in executor.resolutions}
+    nodes = the_plan.nodes()
+    users: dict[str, list[ConfigProbe]] = {}
+    for spec in the_plan.configs:
+        p = probe.configs.get(spec.config_id)
+        for n in spec.chain:
+            lst = users.setdefault(n.key, [])
+            if p is not None and p.stage_ms:
+                lst.append(p)
+    skipped = [n for n in nodes if n.key not in done]
+    by_stage: dict[str, int] = {}
+    saved_s = 0.0
+    total_s = 0.0
+    unknown = 0
+    for n in nodes:
+        est = _node_seconds(n.stage, users.get(n.key, []), n_queries)
+        if est is not None:
+            total_s += est
+        if n.key not in done:
+            by_stage[n.stage] = by_stage.get(n.stage, 0) + 1
+            if est is None:
+                unknown += 1
+            else:
+                saved_s += est
+    pruned_configs = sum(1 for s in the_plan.configs
+                         if any(n.key in probe.pruned for n in s.chain))
+    return {
+        "configs": len(the_plan.configs), "configs_pruned": pruned_configs,
+        "nodes_total": len(nodes), "nodes_resolved": len(nodes) - len(skipped),
+        "nodes_skipped": len(skipped), "skipped_by_stage": by_stage,
+        "seconds_saved_estimate": saved_s, "seconds_all_query_time_estimate": total_s,
+        "nodes_skipped_without_estimate": unknown, "probe_wall_s": probe.wall_s,
+        "how": "skipped = plan nodes never resolved; seconds = the probe's mean per-query "
+               "time of the node's stages x the queries the node processes (rerank latency "
+               f"nodes: {LATENCY_QUERIES}); search counted once per query (the full run also "
+               "times single queries after the batch pass, so this underestimates)",
+    }
+
+
+def probe_json(probe: ProbeOutcome) -> list[dict[str, Any]]:
+    out = []
+    for p in probe.configs.values():
+        e2e = np.asarray(p.e2e_ms)
+        out.append({
+            "config_id": p.config_id, "label": p.label, "pruned_reason": p.pruned_reason,
+            "by_prefix": p.by_prefix, "n_queries": len(p.e2e_ms),
+            "e2e_p50_ms": float(np.percentile(e2e, 50)) if e2e.size else None,
+            "e2e_p95_ms": float(np.percentile(e2e, 95)) if e2e.size else None,
+            "stage_p95_ms": {s: float(np.percentile(v, 95)) for s, v in p.stage_ms.items()},
+            "peak_vram_bytes": p.peak_vram_bytes, "vram_measure": p.vram_measure,
+            "checks": [{"name": c.name, "limit": c.limit, "measured": c.measured,
+                        "bound": c.bound, "over": c.over} for c in p.checks]})
+    return out
