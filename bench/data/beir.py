@@ -33,7 +33,6 @@ from bench.data.jsonl import (
     json_id,
     json_str,
     read_text,
-    require_file,
     require_rows,
 )
 from bench.errors import InputError
