@@ -248,6 +248,3 @@ def generated_specs(g: GenerationSettings, pools: list[ConfigSpec], chunk: Node,
                               p.filter_pair, pool=p.leaf, answers=gen))
     return out
 
-
-def short_hash(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:10]
