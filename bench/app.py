@@ -76,22 +76,29 @@ def main() -> None:
 
         print(intro(CONF_DIR))
     user_wants_trace = "HYDRA_FULL_ERROR" in os.environ
-    # Let composition errors reach us instead of Hydra's multi-line report with exit 1.
-    os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+    # Let composition errors reach us instead of Hydra's multi-line report with exit 1. Only
+    # for this call: a caller in the same process (a test, a notebook) and the processes it
+    # starts later must not inherit it, or their config errors would become tracebacks.
+    if not user_wants_trace:
+        os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
-        _hydra_entry()
-    except BenchError as exc:
-        print(f"bench: error: {exc.one_line()}", file=sys.stderr)
-        sys.exit(exc.exit_code)
-    except Exception as exc:
-        line = _config_error_line(exc)
-        if line is None and not user_wants_trace:
-            from bench.report.sweep import finish_after_launcher_error
+        try:
+            _hydra_entry()
+        except BenchError as exc:
+            print(f"bench: error: {exc.one_line()}", file=sys.stderr)
+            sys.exit(exc.exit_code)
+        except Exception as exc:
+            line = _config_error_line(exc)
+            if line is None and not user_wants_trace:
+                from bench.report.sweep import finish_after_launcher_error
 
-            code = finish_after_launcher_error(exc)
-            if code is not None:
-                sys.exit(code)
-        if line is None or user_wants_trace:
-            raise
-        print(f"bench: config error: {line}", file=sys.stderr)
-        sys.exit(2)
+                code = finish_after_launcher_error(exc)
+                if code is not None:
+                    sys.exit(code)
+            if line is None or user_wants_trace:
+                raise
+            print(f"bench: config error: {line}", file=sys.stderr)
+            sys.exit(2)
+    finally:
+        if not user_wants_trace:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
