@@ -28,8 +28,10 @@ def values_of(name: str, run_dir: Path) -> dict[Key, float]:
                       strict=True))
     t = pq.read_table(run_dir / "per_query.parquet").to_pydict()
     out = {}
+    # schema 1 had no status: every row was a value
+    statuses = t.get("status") or ["scored"] * len(t["value"])
     for cid, qid, metric, value, status in zip(t["config_id"], t["query_id"], t["metric"],
-                                               t["value"], t["status"], strict=True):
+                                               t["value"], statuses, strict=True):
         if status in ("scored", "missing_run"):
             out[(name, labels[cid], qid, metric)] = float(value)
     return out
