@@ -156,9 +156,11 @@ def _configs_section(merged: Merged, metrics: list[str], fronts: list[Front],
     notes = [
         "Every config of every run is listed (pruned ones with their reason). Click a header "
         "to sort (HTML).",
-        "Latency: single-query mode. Fused lanes have no latency of their own; theirs is "
-        "'sum of inputs' — per query, the input lanes' single-query times plus the fusion "
-        "stage's per-query share.",
+        "Latency: single-query mode; 'measured end to end' = per query, the sum along the "
+        "config's query-time chain (search, fusion and filter shares, reranking), else the "
+        "first-stage search ('measured'). Fused lanes of runs without end-to-end figures "
+        "have no latency of their own; theirs is 'sum of inputs' — per query, the input "
+        "lanes' single-query times plus the fusion stage's per-query share.",
         "Front status (quality metric "
         + (fronts[0].metric if fronts else "-") + "): front = not dominated; tied = off the "
         "front but its 95 % CI overlaps the CI of the best front config costing no more "

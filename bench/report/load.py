@@ -32,9 +32,11 @@ REQUIRED_FILES = ("run.json", "configs.parquet", "summary.parquet")
 class Latency:
     """Single-query latency of a config and where the figures come from.
 
-    ``source``: ``measured`` (configs.parquet), ``sum of inputs: ...`` (a fused lane: per query,
-    the sum of its input lanes' single-query samples plus the fusion stage's per-query share)
-    or ``none``.
+    ``source``: ``measured end to end`` (configs.parquet's ``e2e_*``: per query, the sum along
+    the config's whole query-time chain — search, fusion and filter shares, reranking),
+    ``measured`` (its first-stage search ``p*_ms``, for runs without ``e2e_*``), ``sum of
+    inputs: ...`` (a fused lane without either: per query, the sum of its input lanes'
+    single-query samples plus the fusion stage's per-query share) or ``none``.
     """
 
     p50_ms: float | None
@@ -265,6 +267,12 @@ def _query_samples(timings: pa.Table, config_id: str) -> dict[str, tuple[np.ndar
 
 def _latency(row: dict[str, Any], rows: Iterable[dict[str, Any]],
              timings: pa.Table | None) -> Latency:
+    # the whole chain first: a reranked config's p*_ms are its parent's first-stage search
+    # (the reranker's time is only in e2e_*), and a fused>reranked config has no p*_ms at all
+    e95 = _opt(row, "e2e_p95_ms")
+    if e95 is not None:
+        return Latency(_opt(row, "e2e_p50_ms"), e95, _opt(row, "e2e_p99_ms"),
+                       int(_opt(row, "n_e2e_samples") or 0), "measured end to end")
     p95 = _opt(row, "p95_ms")
     n = int(_opt(row, "n_latency_samples") or 0)
     if p95 is not None:

@@ -66,3 +66,20 @@ def test_bad_dirs_are_input_errors(tmp_path: Path, run_dir: Path) -> None:
     (broken / "configs.parquet").unlink()
     with pytest.raises(InputError, match=r"configs\.parquet: missing"):
         load_runs([broken])
+
+
+def test_latency_is_the_whole_chain_when_end_to_end_is_recorded(tmp_path: Path) -> None:
+    # as the pipeline writes a reranked config: p*_ms are its parent's first-stage search,
+    # e2e_* add the reranker (here 2.0 + 40.0 ms at p95); a fused>reranked one has only e2e_*
+    e2e = [None] * N_CONFIGS
+    e2e[3], e2e[2] = 2.0 + 40.0, 7.25 + 30.0
+    d = write_run(tmp_path / "r", extra={
+        "e2e_p50_ms": [None if v is None else v / 2 for v in e2e], "e2e_p95_ms": e2e,
+        "e2e_p99_ms": [None if v is None else v + 1 for v in e2e],
+        "n_e2e_samples": [50 if v is not None else 0 for v in e2e]})
+    m = load_runs([d])
+    rer, fused = m.configs[3].latency, m.configs[2].latency
+    assert (rer.p50_ms, rer.p95_ms, rer.p99_ms, rer.n_samples) == (21.0, 42.0, 43.0, 50)
+    assert rer.source == fused.source == "measured end to end"
+    assert fused.p95_ms == pytest.approx(37.25)
+    assert m.configs[0].latency.source == "measured"  # no e2e_*: its search figures
