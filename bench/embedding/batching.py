@@ -50,7 +50,8 @@ def encode_by_length(
     order = np.argsort(-np.asarray(counts), kind="stable")
     t0 = time.perf_counter()
     desc = "embed queries" if kind == "query" else "embed documents"
-    with tqdm(total=len(inputs), desc=desc, unit="text", leave=False) as bar:
+    with tqdm(total=len(inputs), desc=desc, unit="text", leave=False,
+              disable=len(inputs) <= 1) as bar:
         for b0 in range(0, len(inputs), batch_size):
             idx = order[b0 : b0 + batch_size]
             out[idx] = np.asarray(encode_batch([inputs[i] for i in idx]), dtype=np.float32)

@@ -59,3 +59,57 @@ class EmbedOp:
     def load(self, directory: Path, inputs: Sequence[Any]) -> Embeddings:
         return Embeddings(np.load(directory / "vectors.npy", mmap_mode="r"),
                           EmbeddingStats(**json.loads((directory / "stats.json").read_text())))
+
+
+#: single-query encodes timed per run: every query up to this many, else a seeded sample
+QUERY_LATENCY_MAX = 1000
+
+
+@dataclass(frozen=True)
+class QueryLatencyOp:
+    """The query encoder as a server runs it: one query at a time, each timed with its
+    ``query_id`` (stage ``embed_query``). The batch pass (``EmbedOp``) gives the vectors;
+    this gives the per-query cost a config's end-to-end latency adds for its dense lane.
+    The vectors are thrown away. One untimed encode first (model load, first-call setup)."""
+
+    embedder: Embedder
+    device: str
+    max_queries: int = QUERY_LATENCY_MAX
+    seed: int = 0
+    stage: str = "embed_query"
+    version: str = "1"
+
+    def params(self) -> Mapping[str, Any]:
+        return {"embedder": self.embedder.cache_params(), "max_queries": self.max_queries,
+                "seed": self.seed}
+
+    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
+        dataset: Dataset = inputs[0]
+        queries = dataset.queries
+        picked = list(range(len(queries)))
+        if len(queries) > self.max_queries:
+            rng = np.random.default_rng(self.seed)
+            picked = [int(i) for i in np.sort(rng.choice(len(queries), size=self.max_queries,
+                                                           replace=False))]
+        out = np.zeros((1, self.embedder.dim), dtype=np.float32)
+        # the embedder's per-request path where it has one (no batching statistics around it)
+        one_query = getattr(self.embedder, "encode_query", None)
+
+        def encode(text: str) -> None:
+            if callable(one_query):
+                one_query(text)
+            else:
+                self.embedder.encode([text], kind="query", out=out)
+
+        if len(picked):
+            encode(queries[int(picked[0])].text)
+        for i in picked:
+            q = queries[int(i)]
+            with timing.measure("query", 1, sync_cuda=self.device == "cuda",
+                                query_id=q.query_id):
+                encode(q.text)
+        (directory / "sample.txt").write_text("\n".join(queries[int(i)].query_id
+                                                        for i in picked))
+
+    def load(self, directory: Path, inputs: Sequence[Any]) -> None:
+        return None

@@ -21,7 +21,7 @@ from typing import Any
 
 from bench.chunking.stage import ChunkOp, ChunkStatsOp
 from bench.data.base import Dataset
-from bench.embedding.stage import EmbedOp
+from bench.embedding.stage import EmbedOp, QueryLatencyOp
 from bench.filters.hard_vs_soft import HardVsSoft
 from bench.filters.stage import FilterOp
 from bench.fusion.stage import FuseOp
@@ -85,6 +85,16 @@ class Plan:
     configs: tuple[ConfigSpec, ...]
     #: dense retrieve nodes by label (budget probes run on them)
     dense: Mapping[str, Node] = field(default_factory=dict)
+    #: single-query encoding timed per query: measured for every config whose chain encodes
+    #: queries and added to its end-to-end latency, but not part of its chain (its id)
+    query_latency: Node | None = None
+
+    def measured_with(self, chain: list[Node]) -> list[Node]:
+        """Latency-only nodes a config with this chain also resolves."""
+        if self.query_latency is not None and any(n.key == self.embed_queries.key
+                                                   for n in chain):
+            return [self.query_latency]
+        return []
 
     def nodes(self) -> list[Node]:
         """Every node once, inputs before the nodes that use them."""
@@ -92,13 +102,16 @@ class Plan:
         for root in (self.chunk_stats, *(c.leaf for c in self.configs)):
             for n in root.ancestors():
                 seen.setdefault(n.key, n)
+        for c in self.configs:
+            for n in self.measured_with(c.chain):
+                seen.setdefault(n.key, n)
         return list(seen.values())
 
     def users(self) -> dict[str, int]:
         """How many configs use each node (by key)."""
         count: dict[str, int] = {}
         for c in self.configs:
-            for n in c.chain:
+            for n in (*c.chain, *self.measured_with(c.chain)):
                 count[n.key] = count.get(n.key, 0) + 1
         return count
 
@@ -175,6 +188,8 @@ def plan(comps: Components, dataset: Dataset, *, device: str, relevance_level: i
     emb = type(comps.embedder).__name__
     embed_docs = Node(EmbedOp(comps.embedder, "document", device), (chunk,), f"{emb} documents")
     embed_queries = Node(EmbedOp(comps.embedder, "query", device), (data,), f"{emb} queries")
+    query_latency = Node(QueryLatencyOp(comps.embedder, device), (data,),
+                         f"{emb} single-query latency")
     index = Node(IndexOp(comps.index, device), (embed_docs,),
                  f"{type(comps.index).__name__} "
                  f"{_params_label(comps.index.cache_params())}")
@@ -229,7 +244,7 @@ def plan(comps: Components, dataset: Dataset, *, device: str, relevance_level: i
     if generation is not None:
         specs += generated_specs(generation, specs, chunk, data)
     return Plan(data, chunk, chunk_stats, embed_docs, embed_queries, index, exact,
-                tuple(specs), dense)
+                tuple(specs), dense, query_latency)
 
 
 def generated_specs(g: GenerationSettings, pools: list[ConfigSpec], chunk: Node,

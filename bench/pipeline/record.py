@@ -47,7 +47,8 @@ log = logging.getLogger("bench")
 
 #: stages whose work happens per query at serving time (their samples add up end to end);
 #: index-time stages (chunk, embed_docs, index, ...) never do
-QUERY_TIME_STAGES = ("retrieve", "fold", "lexical", "fusion", "filters", "rerank", "rerank_cut")
+QUERY_TIME_STAGES = ("embed_query", "retrieve", "fold", "lexical", "fusion", "filters", "rerank",
+                     "rerank_cut")
 
 
 def check_gates(cfg: DictConfig, rows: list[SummaryRow], pruned: set[str],

@@ -235,7 +235,7 @@ def execute_config(spec: ConfigSpec, the_plan: Plan, executor: Executor,
     reason = next((pruned[n.key] for n in chain if n.key in pruned), None)
     if reason is not None:
         return ConfigRun(spec, None, (), (data_timing,), reason)
-    resolved = tuple(executor.resolved(n) for n in chain)
+    resolved = tuple(executor.resolved(n) for n in (*chain, *the_plan.measured_with(chain)))
     pool = executor.value(spec.pool_node)
     assert isinstance(pool, Pool), f"config leaf {spec.label} is not a candidate pool"
     extra: dict[str, np.ndarray] = {}

@@ -109,7 +109,8 @@ class MarkdownReport:
                   "and at least as low end-to-end p95 latency, and is strictly better on one. "
                   "QPS and p95: the first-stage search (batch mode; single-query mode); e2e "
                   "p95: per query, the sum of the query-time stages along the config's chain "
-                  "(search, the shares of fusion and filters, reranking) — fused lanes add "
+                  "(the query's own encoding for a dense lane, search, the shares of fusion "
+                  "and filters, reranking) — fused lanes add "
                   "their inputs' latencies. Unauthorized hits: retrieved documents the "
                   "query's caller may not see (checked independently of any filter)"
                   + ("" if r.filters_enabled else

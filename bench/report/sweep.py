@@ -100,7 +100,11 @@ def collect(sweep_dir: Path, metric: str) -> tuple[list[dict[str, Any]], list[st
                 "e2e_p95_ms": c.get("e2e_p95_ms"), "index_bytes": c["index_bytes"],
                 "build_s": c["build_s"], "pruned_reason": c["pruned_reason"],
             })
-    pts = [(r["mean"], _latency(r)) for r in rows if r["mean"] is not None and _latency(r)]
+    pts: list[tuple[float, float]] = []
+    for r in rows:
+        lat = _latency(r)
+        if r["mean"] is not None and lat:
+            pts.append((r["mean"], lat))
     flags = iter(pareto_front(pts, (True, False)) if pts else [])
     for r in rows:
         r["on_pareto_front"] = (bool(next(flags)) if r["mean"] is not None and _latency(r)

@@ -52,3 +52,30 @@ def test_config_id_is_the_chain_not_the_run(compose_cfg, tmp_path: Path) -> None
         assert ids_b[label] == cid, label
     # the second run found every shared artifact in the cache
     assert all(big.cache_hits[k] for k in ("chunk", "embed_docs", "index", "retrieve[dense]"))
+    # end-to-end latency: a dense config pays its query's own single-query encoding, a BM25
+    # one does not; neither chain's id depends on that latency node
+    timings = pq.read_table(small.run_dir / "timings.parquet").to_pylist()
+    stages = {cid: {t["stage"] for t in timings if t["config_id"] == cid}
+              for cid in ids_a.values()}
+    assert "embed_query" in stages[ids_a["dense"]] and "embed_query" in stages[ids_a["rrf(k=60)"]]
+    assert "embed_query" not in stages[ids_a["bm25"]]
+    rows = {r["label"]: r for r in pq.read_table(small.run_dir / "configs.parquet").to_pylist()}
+    enc = sorted(t["wall_ms"] for t in timings
+                 if t["config_id"] == ids_a["dense"] and t["stage"] == "embed_query")
+    assert len(enc) == rows["dense"]["n_e2e_samples"]
+    assert rows["dense"]["e2e_p50_ms"] >= enc[0]
+
+
+def test_end_to_end_is_the_sum_along_the_chain_per_query() -> None:
+    from bench.pipeline.record import end_to_end_ms
+    from bench.telemetry.base import StageTiming
+
+    t = (StageTiming("embed_query", "query", 1, 10.0, query_id="q1"),
+         StageTiming("embed_query", "query", 1, 20.0, query_id="q2"),
+         StageTiming("embed_queries", "total", 2, 8.0),  # the batch pass: not per request
+         StageTiming("retrieve", "query", 1, 1.0, query_id="q1"),
+         StageTiming("retrieve", "query", 1, 2.0, query_id="q2"),
+         StageTiming("retrieve", "batch", 2, 1.0),
+         StageTiming("fusion", "total", 2, 4.0),  # measured as a whole: an even share each
+         StageTiming("retrieve", "query", 1, 3.0, query_id="q3"))  # q3 was not encoded alone
+    assert end_to_end_ms(t, 3) == [13.0, 24.0]
