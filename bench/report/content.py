@@ -124,6 +124,15 @@ def _header(merged: Merged) -> list[str]:
             f"{len(r.configs)} configs"
             + (f"; GPU sampler: {gpu}" if gpu else
                "" if vram else "; no GPU telemetry in this run (no VRAM figures)"))
+        emb = m.get("embedding") or {}
+        if emb.get("truncated_chunks"):
+            total = emb.get("chunks_embedded") or ds.get("chunks", "?")
+            out.append(f"⚠ {r.name}: {emb['truncated_chunks']} of {total} passages are longer "
+                       "than the embedder's maximum length and were embedded truncated (the "
+                       "text past it is not seen by the dense lanes)")
+        if ds.get("dropped_queries"):
+            out.append(f"{r.name}: {ds['dropped_queries']} queries of the source were left "
+                       f"out: {ds.get('dropped_reason') or 'no positive judgement'}")
     if merged.missing_jobs:
         out.append(f"Missing (failed or unfinished) multirun jobs: {len(merged.missing_jobs)} "
                    f"({', '.join(merged.missing_jobs)})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -107,3 +108,21 @@ def test_telemetry_records_from_run_json_are_shown(run_dir: Path) -> None:
     table = res.tables[0]
     assert table.rows[0][1][0] == "embed_docs"
     assert "sampler_off_reason" in table.headers and "torch_peak_allocated_bytes" in table.headers
+
+
+def test_header_warns_of_truncated_passages_and_dropped_queries(run_dir: Path) -> None:
+    manifest = json.loads((run_dir / "run.json").read_text())
+    manifest["embedding"] = {"truncated_chunks": 7, "chunks_embedded": 40}
+    manifest["dataset"].update(dropped_queries=3, dropped_reason="no positive judgement in "
+                               "qrels/test.tsv (1 with only score-0 judgements, 2 not judged)")
+    (run_dir / "run.json").write_text(json.dumps(manifest))
+    md = content.render_markdown(content.build(load_runs([run_dir])))
+    assert ("- ⚠ run: 7 of 40 passages are longer than the embedder's maximum length and were "
+            "embedded truncated") in md
+    assert ("- run: 3 queries of the source were left out: no positive judgement in "
+            "qrels/test.tsv (1 with only score-0 judgements, 2 not judged)") in md
+
+
+def test_header_is_quiet_without_truncation(run_dir: Path) -> None:
+    md = content.render_markdown(content.build(load_runs([run_dir])))
+    assert "truncated" not in md and "left out" not in md
