@@ -165,9 +165,12 @@ def _configs_section(merged: Merged, metrics: list[str], fronts: list[Front],
     notes = [
         "Every config of every run is listed (pruned ones with their reason). Click a header "
         "to sort (HTML).",
-        "Latency: single-query mode. Fused lanes have no latency of their own; theirs is "
-        "'sum of inputs' — per query, the input lanes' single-query times plus the fusion "
-        "stage's per-query share.",
+        "Latency (single-query mode; 'latency from' says which figure): 'e2e: sum along "
+        "the chain' — per query, the query-time stages of the config's chain added up "
+        "(search, the shares of fusion and filters, reranking), so a fused lane shows the "
+        "sum of its inputs and a reranked config includes its reranker; runs recorded "
+        "before e2e columns existed show 'search only' (the first-stage search) and, for "
+        "fused lanes, 'sum of inputs' rebuilt from the input lanes' samples.",
         "Front status (quality metric "
         + (fronts[0].metric if fronts else "-") + "): front = not dominated; tied = off the "
         "front but its 95 % CI overlaps the CI of the best front config costing no more "
@@ -207,7 +210,9 @@ def _metric_plots(merged: Merged, metrics: list[str], numbers: dict[str, int],
 
 
 def _fronts_section(fronts: list[Front], numbers: dict[str, int]) -> Section:
-    sec = Section("Pareto fronts")
+    sec = Section("Pareto fronts", ["p95 latency: the Configs table's p95 (see its 'latency "
+                                    "from' column: end to end along each config's chain "
+                                    "where the run recorded it)."])
     for f in fronts:
         if not f.measured:
             sec.notes.append(f"{f.metric} vs {f.axis.name}: no config measured it.")

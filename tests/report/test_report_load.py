@@ -22,7 +22,7 @@ def test_loads_every_config_and_composes_fused_latency(run_dir: Path) -> None:
     assert fused.p95_ms == pytest.approx(6.5 + 0.75 * 1.0)
     assert fused.p50_ms == pytest.approx(5.0)
     assert fused.source == "sum of inputs: retrieve + lexical + fusion/query"
-    assert m.configs[0].latency.source == "measured"
+    assert m.configs[0].latency.source == "search only"
     pruned = m.configs[8]
     assert (pruned.kept, pruned.status) == (False, "pruned")
     # optional columns absent: read as None, run.json has no VRAM
