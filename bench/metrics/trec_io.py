@@ -177,7 +177,7 @@ def _parse_trec(path: Path, *, min_cols: int, max_cols: int, num_col: int, as_in
     for i in np.flatnonzero(~ok[:n]):  # rare spellings ("1e400", "inf", 20 digits)
         vals[i] = _number_at(path, buf, int(vals[i]), what, as_int)
     keys = api.pack_spans(buf, seg_s[:nseg], seg_n[:nseg], int(seg_n[:nseg].max()))
-    names = tuple(np.char.decode(keys, "utf-8").tolist())
+    names = _decode(keys, nonascii)
     if len(set(names)) == len(names):  # usual case: each query's rows are contiguous
         return names, np.append(seg_row[:nseg], n).astype(np.int64), docs, vals
     # a query's rows are split: group by key, queries in first-seen order, rows in file order
@@ -191,8 +191,15 @@ def _parse_trec(path: Path, *, min_cols: int, max_cols: int, num_col: int, as_in
     order = np.argsort(codes, kind="stable")
     offsets = np.zeros(len(uniq) + 1, dtype=np.int64)
     np.cumsum(np.bincount(codes, minlength=len(uniq)), out=offsets[1:])
-    names = tuple(np.char.decode(uniq[by_first], "utf-8").tolist())
+    names = _decode(uniq[by_first], nonascii)
     return names, offsets, docs[order], vals[order]
+
+
+def _decode(ids: np.ndarray, nonascii: bool) -> tuple[str, ...]:
+    """A numpy ``S`` array as str; an all-ASCII file takes numpy's C cast (~4x faster)."""
+    if nonascii:
+        return tuple(np.char.decode(ids, "utf-8").tolist())
+    return tuple(ids.astype(f"U{ids.dtype.itemsize}").tolist())
 
 
 def _number_at(path: Path, buf: np.ndarray, pos: int, what: str, as_int: bool) -> float:
