@@ -132,11 +132,15 @@ def _scan_part(buf, lo, hi, base, min_cols, max_cols, key_col, id_col, num_col, 
     """Scan the lines of ``buf[lo:hi]`` (whole lines) into rows ``base, base + 1, ...``.
 
     Column ``id_col`` is copied into the zero-padded row ``ids[r]`` (cut at its width; the
-    longest length seen is returned so the caller can rescan wider). Returns (rows, error
-    line within the part (1-based, 0 = none), columns found on it or -1 when ``check_col`` is
-    not a number, start and end of the last row's key, longest ``id_col`` token)."""
+    longest length seen is returned so the caller can rescan wider). Where the key changes,
+    ``new_key[r]`` is set and the key's span is appended at ``key_s/key_n[base + j]`` (the
+    part's j-th key: written densely, so a 10M-row file touches a few pages, not all).
+    Returns (rows, error line within the part (1-based, 0 = none), columns found on it or -1
+    when ``check_col`` is not a number, start and end of the last row's key, longest
+    ``id_col`` token, keys appended)."""
     width = ids.shape[1]
     n = 0
+    ns = 0
     id_max = 0
     prev_key_s = -1
     prev_key_e = -1
@@ -186,7 +190,7 @@ def _scan_part(buf, lo, hi, base, min_cols, max_cols, key_col, id_col, num_col, 
                 c0 = buf[f]
                 c1 = buf[f + 1] if q - f > 1 else 0
                 if not (48 <= c0 <= 57 or ((c0 == 45 or c0 == 43) and 48 <= c1 <= 57)):
-                    return n, line, -1, prev_key_s, prev_key_e, id_max
+                    return n, line, -1, prev_key_s, prev_key_e, id_max, ns
             cols += 1
             if max_cols <= 0 and cols >= min_cols:  # trec_eval ignores later run columns
                 while q < hi and buf[q] != 10:
@@ -197,7 +201,7 @@ def _scan_part(buf, lo, hi, base, min_cols, max_cols, key_col, id_col, num_col, 
             if q >= hi or buf[q] == 10:
                 break
         if cols < min_cols or (max_cols > 0 and cols > max_cols):
-            return n, line, cols, prev_key_s, prev_key_e, id_max
+            return n, line, cols, prev_key_s, prev_key_e, id_max, ns
         same = prev_key_e - prev_key_s == k1 - k0
         if same:
             for t in range(k1 - k0):
@@ -206,13 +210,14 @@ def _scan_part(buf, lo, hi, base, min_cols, max_cols, key_col, id_col, num_col, 
                     break
         new_key[r] = not same
         if not same:
-            key_s[r] = k0
-            key_n[r] = k1 - k0
+            key_s[base + ns] = k0
+            key_n[base + ns] = k1 - k0
+            ns += 1
         prev_key_s = k0
         prev_key_e = k1
         n += 1
         p = q + 1
-    return n, 0, 0, prev_key_s, prev_key_e, id_max
+    return n, 0, 0, prev_key_s, prev_key_e, id_max, ns
 
 
 @njit(cache=True, parallel=True)
@@ -282,16 +287,17 @@ def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int, c
     vals = np.empty(total, dtype=np.float64)
     ok = np.ones(total, dtype=np.bool_)
     new_key = np.zeros(total, dtype=np.bool_)
-    key_s = np.empty(total, dtype=np.int64)  # written only where new_key: mostly never touched
-    key_n = np.empty(total, dtype=np.int64)
+    key_s = np.empty(total, dtype=np.int64)  # per part, its keys from its first row on:
+    key_n = np.empty(total, dtype=np.int64)  # pages past them are never touched
     rows = np.zeros(parts, dtype=np.int64)
     err_line = np.zeros(parts, dtype=np.int64)
     err_cols = np.zeros(parts, dtype=np.int64)
     last_s = np.zeros(parts, dtype=np.int64)
     last_e = np.zeros(parts, dtype=np.int64)
     id_max = np.zeros(parts, dtype=np.int64)
+    nkeys = np.zeros(parts, dtype=np.int64)
     for k in prange(parts):
-        n, el, ec, ls, le, im = _scan_part(buf, bounds[k], bounds[k + 1], first_line[k],
+        n, el, ec, ls, le, im, nk = _scan_part(buf, bounds[k], bounds[k + 1], first_line[k],
                                            min_cols, max_cols, key_col, id_col, num_col,
                                            as_int, check_col, ids, vals, ok, new_key, key_s,
                                            key_n)
@@ -301,16 +307,18 @@ def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int, c
         last_s[k] = ls
         last_e[k] = le
         id_max[k] = im
+        nkeys[k] = nk
     for k in range(parts):
         if err_line[k]:
             return (ids, 0, vals, ok, empty, empty, empty, 0, 0, first_line[k] + err_line[k],
                     err_cols[k], nonascii)
-    # a query that spans two pieces starts only once
+    # a query that spans two pieces starts only once: drop the later piece's first key
+    skip = np.zeros(parts, dtype=np.int64)
     prev = -1
     for k in range(parts):
         if rows[k] == 0:
             continue
-        r = first_line[k]
+        r = first_line[k]  # the piece's first row and its first key (always a new one)
         if prev >= 0 and last_e[prev] - last_s[prev] == key_n[r]:
             same = True
             for t in range(key_n[r]):
@@ -319,6 +327,7 @@ def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int, c
                     break
             if same:
                 new_key[r] = False
+                skip[k] = 1
         prev = k
     # close the gaps blank and comment lines left between pieces (none in a typical run)
     n = 0
@@ -330,21 +339,23 @@ def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int, c
                 vals[n + i] = vals[src + i]
                 ok[n + i] = ok[src + i]
                 new_key[n + i] = new_key[src + i]
-                key_s[n + i] = key_s[src + i]
-                key_n[n + i] = key_n[src + i]
         n += rows[k]
     nseg = 0
-    for i in range(n):
-        nseg += new_key[i]
+    for k in range(parts):
+        nseg += nkeys[k] - skip[k]
     seg_row = np.empty(nseg, dtype=np.int64)
     seg_s = np.empty(nseg, dtype=np.int64)
     seg_n = np.empty(nseg, dtype=np.int64)
     j = 0
+    for k in range(parts):
+        for i in range(first_line[k] + skip[k], first_line[k] + nkeys[k]):
+            seg_s[j] = key_s[i]
+            seg_n[j] = key_n[i]
+            j += 1
+    j = 0
     for i in range(n):
         if new_key[i]:
             seg_row[j] = i
-            seg_s[j] = key_s[i]
-            seg_n[j] = key_n[i]
             j += 1
     return (ids, id_max.max(), vals, ok, seg_row, seg_s, seg_n, n, nseg, 0, 0, nonascii)
 
