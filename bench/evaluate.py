@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -156,5 +158,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_cli(_main, argv)
 
 
+def _exit_now(code: int) -> None:
+    """Flush the output and end the process without the interpreter's teardown.
+
+    A one-shot CLI: finalising the modules and freeing the run's arrays piece by piece (numba's
+    and LLVM's finalizers among them) took ~0.4 s of a 100k-query evaluation; the OS reclaims
+    the memory at once. Nothing is left to write: the output is flushed here (a closed pipe
+    exits 120, as Python's own exit would).
+    """
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        os._exit(120)
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    _exit_now(main())

@@ -1,8 +1,10 @@
 """Query categories from outside the dataset: a mapping file or a field of the query rows.
 
-Any loader can take ``categories=PATH`` (JSONL rows ``{"query_id": ..., "category": ...}``)
-and call :func:`read_category_map` then :func:`apply_categories`, so per-category tables work on
-data that carries no category (BEIR) without converting it. A query the mapping does not name
+The user-data loaders (``beir``, ``golden``, ``csv``) take ``categories=PATH`` (JSONL rows
+``{"query_id": ..., "category": ...}``; :func:`with_categories`, or :func:`read_category_map`
+then :func:`apply_categories`), so per-category tables work on data that carries no category
+(BEIR) or other categories than wanted, without converting it; a mapped category replaces the
+row's own. A query the mapping does not name
 gets :data:`UNCATEGORIZED` and is counted in a log line; a mapping row naming an unknown query,
 a repeated query or a bad row raises ``InputError`` (file:line).
 """
@@ -13,7 +15,7 @@ import dataclasses
 import logging
 from collections.abc import Collection, Mapping
 
-from bench.data.base import Query
+from bench.data.base import Dataset, Query
 from bench.data.jsonl import Where, iter_jsonl, json_str
 
 log = logging.getLogger(__name__)
@@ -60,3 +62,13 @@ def apply_categories(queries: tuple[Query, ...], categories: Mapping[str, str],
                     len(queries), UNCATEGORIZED)
     return tuple(dataclasses.replace(q, category=categories.get(q.query_id, UNCATEGORIZED))
                  for q in queries)
+
+
+def with_categories(ds: Dataset, path: str | None) -> Dataset:
+    """``ds`` with the categories of mapping file ``path`` (unchanged when None); the
+    fingerprint follows the new categories."""
+    if not path:
+        return ds
+    mapping = read_category_map(path, {q.query_id for q in ds.queries})
+    queries = apply_categories(ds.queries, mapping, path)
+    return dataclasses.replace(ds, queries=queries, fingerprint="")

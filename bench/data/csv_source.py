@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench.data.base import Dataset, Document, Query
+from bench.data.categories import with_categories
 from bench.data.jsonl import (
     Where,
     cell_bool,
@@ -41,12 +42,17 @@ QRELS_COLUMNS = (("query_id", "doc_id"), ("grade",))
 
 
 class CsvDataset:
-    """Loads ``corpus`` + ``queries`` (+ optional ``qrels``) CSV files into a ``Dataset``."""
+    """Loads ``corpus`` + ``queries`` (+ optional ``qrels``) CSV files into a ``Dataset``.
 
-    def __init__(self, *, corpus: str, queries: str, qrels: str | None = None) -> None:
+    ``categories``: a JSONL mapping ``{"query_id", "category"}`` whose categories replace the
+    ``category`` column (``bench.data.categories``)."""
+
+    def __init__(self, *, corpus: str, queries: str, qrels: str | None = None,
+                 categories: str | None = None) -> None:
         self.corpus = corpus
         self.queries = queries
         self.qrels = qrels
+        self.categories = categories
 
     def load(self) -> Dataset:
         documents = _read_corpus(self.corpus)
@@ -54,8 +60,9 @@ class CsvDataset:
         rows = _read_queries(self.queries)
         if self.qrels is not None:
             rows = _attach_qrels(rows, self.qrels, doc_ids)
-        return Dataset(name=f"csv:{Path(self.queries).stem}", documents=documents,
-                       queries=tuple(q for _, q in rows))
+        return with_categories(Dataset(name=f"csv:{Path(self.queries).stem}",
+                                       documents=documents, queries=tuple(q for _, q in rows)),
+                               self.categories)
 
 
 def iter_csv(path: str | Path, columns: tuple[tuple[str, ...], tuple[str, ...]]

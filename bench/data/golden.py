@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.data.base import Dataset, Document, Query
+from bench.data.categories import with_categories
 from bench.data.jsonl import (
     Where,
     check_keys,
@@ -52,17 +53,20 @@ class GoldenDataset:
     """Loads a corpus JSONL + golden-queries JSONL pair into a ``Dataset``.
 
     ``corpus`` and ``queries`` are file paths; the dataset is named after the queries file.
+    ``categories``: a JSONL mapping ``{"query_id", "category"}`` whose categories replace the
+    rows' own (``bench.data.categories``).
     """
 
-    def __init__(self, *, corpus: str, queries: str) -> None:
+    def __init__(self, *, corpus: str, queries: str, categories: str | None = None) -> None:
         self.corpus = corpus
         self.queries = queries
+        self.categories = categories
 
     def load(self) -> Dataset:
         documents = read_corpus(self.corpus)
         queries = read_queries(self.queries, {d.doc_id for d in documents})
-        return Dataset(name=f"golden:{Path(self.queries).stem}", documents=documents,
-                       queries=queries)
+        return with_categories(Dataset(name=f"golden:{Path(self.queries).stem}",
+                                       documents=documents, queries=queries), self.categories)
 
 
 def read_corpus(path: str | Path) -> tuple[Document, ...]:

@@ -3,11 +3,12 @@
 TREC files are read as trec_eval reads them (``get_trec_results.c``, ``get_qrels.c``): columns
 separated by any run of C whitespace (spaces, tabs, ``\r``...), blank lines and comment lines
 (first non-blank character ``#``) skipped, a run line's columns after the sixth ignored, a
-qrels line holding exactly four. The reader is two numba passes over the file's bytes (find
-the rows, then pack ids and parse numbers in parallel) with no Python loop over lines; a
-score it cannot parse exactly (rare spellings) is parsed by Python. Bad input raises
-``InputError`` naming ``file:line``. :func:`locate_duplicate` finds the line of a repeat the
-engine reports.
+qrels line holding exactly four. The reader is one numba scan of the memory-mapped file in
+parallel pieces (count the lines, then per line copy the doc id into a fixed-width row, as
+wide as the longest id, and parse the number) with no Python loop over lines and no
+per-line spans kept; a score it cannot parse exactly (rare spellings) is parsed by Python.
+Bad input raises ``InputError`` naming ``file:line``. :func:`locate_duplicate` finds the line
+of a repeat the engine reports.
 
 Formats: run ``qid Q0 docid rank score tag``; qrels ``qid 0 docid rel`` (TREC) or
 ``query-id<TAB>corpus-id<TAB>score`` with a header line (BEIR), told apart by the first line
@@ -157,9 +158,8 @@ def _parse_trec(path: Path, *, min_cols: int, max_cols: int, num_col: int, as_in
                 ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
     """(query ids, offsets, packed doc ids, numbers) of a TREC run or qrels file."""
     buf = _read_bytes(path)
-    (starts, id_s, id_n, vals, ok, tok_s, tok_e, seg_row, seg_s, seg_n, n, nseg, bad_line,
-     found, nonascii) = api.scan_trec_lines(buf, min_cols, max_cols, 0, 2, num_col, as_int,
-                                            check_col)
+    (ids, _, vals, ok, seg_row, seg_s, seg_n, n, nseg, bad_line, found, nonascii
+     ) = api.scan_trec_lines(buf, min_cols, max_cols, 0, 2, num_col, as_int, check_col)
     if bad_line and found == -2:
         raise InputError(path, bad_line, "line holds a NUL byte")
     if bad_line and found == -1:
@@ -172,18 +172,17 @@ def _parse_trec(path: Path, *, min_cols: int, max_cols: int, num_col: int, as_in
         raise InputError(path, 0, "file holds no rows (only blank or comment lines)")
     if nonascii:
         _check_utf8(path, buf)
-    id_s, id_n, vals = id_s[:n], id_n[:n], vals[:n]
-    docs = api.pack_spans(buf, id_s, id_n, int(id_n.max()))
+    vals = vals[:n]
+    docs = ids[:n].view(f"S{ids.shape[1]}").reshape(-1)
     for i in np.flatnonzero(~ok[:n]):  # rare spellings ("1e400", "inf", 20 digits)
-        token = bytes(buf[tok_s[i]:tok_e[i]]).decode("utf-8")
-        vals[i] = _number(path, _line_of(buf, int(starts[i])), token, what, as_int)
+        vals[i] = _number_at(path, buf, int(vals[i]), what, as_int)
     keys = api.pack_spans(buf, seg_s[:nseg], seg_n[:nseg], int(seg_n[:nseg].max()))
-    names = tuple(np.char.decode(keys, "utf-8").tolist())
+    names = _decode(keys, nonascii)
     if len(set(names)) == len(names):  # usual case: each query's rows are contiguous
         return names, np.append(seg_row[:nseg], n).astype(np.int64), docs, vals
     # a query's rows are split: group by key, queries in first-seen order, rows in file order
-    key_s, key_n = api.scan_trec_lines(buf, min_cols, max_cols, 0, 0, -1, False, -1)[1:3]
-    all_keys = api.pack_spans(buf, key_s[:n], key_n[:n], int(key_n[:n].max()))
+    key_rows = api.scan_trec_lines(buf, min_cols, max_cols, 0, 0, -1, False, -1)[0]
+    all_keys = key_rows[:n].view(f"S{key_rows.shape[1]}").reshape(-1)
     uniq, first, codes = np.unique(all_keys, return_index=True, return_inverse=True)
     by_first = np.argsort(first, kind="stable")
     rank_of = np.empty_like(by_first)
@@ -192,8 +191,27 @@ def _parse_trec(path: Path, *, min_cols: int, max_cols: int, num_col: int, as_in
     order = np.argsort(codes, kind="stable")
     offsets = np.zeros(len(uniq) + 1, dtype=np.int64)
     np.cumsum(np.bincount(codes, minlength=len(uniq)), out=offsets[1:])
-    names = tuple(np.char.decode(uniq[by_first], "utf-8").tolist())
+    names = _decode(uniq[by_first], nonascii)
     return names, offsets, docs[order], vals[order]
+
+
+def _decode(ids: np.ndarray, nonascii: bool) -> tuple[str, ...]:
+    """A numpy ``S`` array as str; an all-ASCII file takes numpy's C cast (~4x faster)."""
+    if nonascii:
+        return tuple(np.char.decode(ids, "utf-8").tolist())
+    return tuple(ids.astype(f"U{ids.dtype.itemsize}").tolist())
+
+
+def _number_at(path: Path, buf: np.ndarray, pos: int, what: str, as_int: bool) -> float:
+    """The number whose token starts at byte ``pos`` (the line is counted only for an error)."""
+    end = pos
+    while end < buf.shape[0] and not (buf[end] == 32 or 9 <= buf[end] <= 13):
+        end += 1
+    token = bytes(buf[pos:end]).decode("utf-8")
+    try:
+        return _number(path, 0, token, what, as_int)
+    except InputError:
+        return _number(path, _line_of(buf, pos), token, what, as_int)
 
 
 def read_run(path: str | Path) -> Run:

@@ -31,6 +31,7 @@ from bench.pipeline.run import ConfigRun, Executed, RunResult
 from bench.pipeline.scoring import ConfigScores
 from bench.report.base import ConfigReport, RunReport
 from bench.results import schema
+from bench.results.mteb import write_mteb_json
 from bench.results.records import (
     Comparison,
     ConfigRow,
@@ -314,6 +315,11 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     wall_s = time.perf_counter() - t_start
     stats = embed.stats
     n_expected = len(done.scores[0].query_ids) if done.scores else 0
+    if stats.n_truncated:
+        log.warning("%d of %d passages are longer than the embedder's maximum length and were "
+                    "truncated: text past it is not embedded (chunker %s)", stats.n_truncated,
+                    stats.n_texts, _target_name(cfg.chunker))
+    mteb_files = write_mteb_files(run_dir, dataset, summary_rows, reports, wall_s)
     write_json(run_dir / "run.json", {
         "schema_version": schema.SCHEMA_VERSION,
         "run_id": run_id,
@@ -324,14 +330,16 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         "device": done.device,
         "dataset": {"name": dataset.name, "fingerprint": dataset.fingerprint,
                     "documents": len(dataset.documents), "queries": len(dataset.queries),
-                    "chunks": n_chunks},
+                    "chunks": n_chunks, "dropped_queries": dataset.n_dropped_queries,
+                    "dropped_reason": dataset.dropped_reason},
         "seeds": {"seed": cfg.seed, "bootstrap": cfg.seed},
         "plan": done.plan.to_json(ex.is_cached),
         "cache": {"dir": str(ex.store.root), "hits": cache_hits,
                   "events": [e.__dict__ for e in ex.store.events]},
         "embedding": {"texts_per_s": stats.texts_per_s, "tokens_per_s": stats.tokens_per_s,
-                      "truncated_chunks": stats.n_truncated,
+                      "truncated_chunks": stats.n_truncated, "chunks_embedded": stats.n_texts,
                       "measured_by_this_run": not embed_hit},
+        "mteb_results": mteb_files,
         "index": None if index_res is None else index_res.value.info.__dict__,
         "chunks": chunk_report.to_json(),
         "configs": {r.config_id: {"label": r.label, "params": r.query_params,
@@ -354,7 +362,9 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
             device=done.device, dataset_name=dataset.name,
             dataset_fingerprint=dataset.fingerprint, n_documents=len(dataset.documents),
             n_queries=len(dataset.queries), n_without_relevant=len(dataset.queries) - n_expected,
-            n_chunks=n_chunks, configs=tuple(reports), comparisons=tuple(comparisons),
+            n_chunks=n_chunks, n_truncated_chunks=stats.n_truncated,
+            n_dropped_queries=dataset.n_dropped_queries, dropped_reason=dataset.dropped_reason,
+            configs=tuple(reports), comparisons=tuple(comparisons),
             decisions=tuple(decisions), cache_hits=cache_hits,
             filters_enabled=done.comps.filters is not None, chunk_report=chunk_report,
             failed_gates=tuple(failed), wall_s=wall_s,
@@ -363,6 +373,32 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     log.info("run %s finished in %.1fs: %s", run_id, wall_s, run_dir)
     return RunResult(run_dir, run_id, 3 if failed else 0, tuple(summary_rows), cache_hits,
                      tuple(failed))
+
+
+def _target_name(group: Any) -> str:
+    """A stage option's class name (``WholeDocumentChunker``) for log lines."""
+    target = str(group.get("_target_", "?")) if group is not None else "?"
+    return target.rsplit(".", 1)[-1]
+
+
+def write_mteb_files(run_dir: Path, dataset: Dataset, rows: list[SummaryRow],
+                     reports: list[ConfigReport], wall_s: float) -> dict[str, str]:
+    """``mteb.<config_id>.json`` (MTEB's results layout) for each config that scored nDCG@10,
+    MTEB's main retrieval score; config_id -> file name. The task is the dataset's name, the
+    split the BEIR split when the name carries one (``beir:NAME:SPLIT``), else ``test``."""
+    parts = dataset.name.split(":")
+    split = parts[2] if parts[0] == "beir" and len(parts) == 3 else "test"
+    out: dict[str, str] = {}
+    for r in reports:
+        agg = {x.metric: x.mean for x in rows if x.config_id == r.config_id
+               and x.scope == "all" and x.mean is not None}
+        if r.pruned_reason is not None or "ndcg@10" not in agg:
+            continue
+        name = f"mteb.{r.config_id}.json"
+        write_mteb_json(run_dir / name, task=dataset.name, split=split,
+                        aggregate=agg, evaluation_time_s=wall_s)
+        out[r.config_id] = name
+    return out
 
 
 def _node_name(stage: str, label: str) -> str:

@@ -63,6 +63,11 @@ class RunReport:
     resources: tuple[ResourceSample, ...]
     #: generated configs' answer figures (empty for a retrieval-only run)
     generation: tuple[GenerationSummary, ...] = ()
+    #: passages longer than the embedder's maximum length (embedded truncated)
+    n_truncated_chunks: int = 0
+    #: queries of the source left out for having no positive judgement, and why
+    n_dropped_queries: int = 0
+    dropped_reason: str = ""
 
 
 class Reporter(Protocol):

@@ -124,6 +124,15 @@ def _header(merged: Merged) -> list[str]:
             f"{len(r.configs)} configs"
             + (f"; GPU sampler: {gpu}" if gpu else
                "" if vram else "; no GPU telemetry in this run (no VRAM figures)"))
+        emb = m.get("embedding") or {}
+        if emb.get("truncated_chunks"):
+            total = emb.get("chunks_embedded") or ds.get("chunks", "?")
+            out.append(f"⚠ {r.name}: {emb['truncated_chunks']} of {total} passages are longer "
+                       "than the embedder's maximum length and were embedded truncated (the "
+                       "text past it is not seen by the dense lanes)")
+        if ds.get("dropped_queries"):
+            out.append(f"{r.name}: {ds['dropped_queries']} queries of the source were left "
+                       f"out: {ds.get('dropped_reason') or 'no positive judgement'}")
     if merged.missing_jobs:
         out.append(f"Missing (failed or unfinished) multirun jobs: {len(merged.missing_jobs)} "
                    f"({', '.join(merged.missing_jobs)})")
@@ -156,11 +165,13 @@ def _configs_section(merged: Merged, metrics: list[str], fronts: list[Front],
     notes = [
         "Every config of every run is listed (pruned ones with their reason). Click a header "
         "to sort (HTML).",
-        "Latency: single-query mode; 'measured end to end' = per query, the sum along the "
-        "config's query-time chain (search, fusion and filter shares, reranking), else the "
-        "first-stage search ('measured'). Fused lanes of runs without end-to-end figures "
-        "have no latency of their own; theirs is 'sum of inputs' — per query, the input "
-        "lanes' single-query times plus the fusion stage's per-query share.",
+        "Latency (single-query mode; 'latency from' says which figure): 'e2e: sum along "
+        "the chain' — per query, the query-time stages of the config's chain added up "
+        "(the query's own encoding for a dense lane, search, the shares of fusion and "
+        "filters, reranking), so a fused lane shows the sum of its inputs and a reranked "
+        "config includes its reranker; runs recorded "
+        "before e2e columns existed show 'search only' (the first-stage search) and, for "
+        "fused lanes, 'sum of inputs' rebuilt from the input lanes' samples.",
         "Front status (quality metric "
         + (fronts[0].metric if fronts else "-") + "): front = not dominated; tied = off the "
         "front but its 95 % CI overlaps the CI of the best front config costing no more "
@@ -200,7 +211,9 @@ def _metric_plots(merged: Merged, metrics: list[str], numbers: dict[str, int],
 
 
 def _fronts_section(fronts: list[Front], numbers: dict[str, int]) -> Section:
-    sec = Section("Pareto fronts")
+    sec = Section("Pareto fronts", ["p95 latency: the Configs table's p95 (see its 'latency "
+                                    "from' column: end to end along each config's chain "
+                                    "where the run recorded it)."])
     for f in fronts:
         if not f.measured:
             sec.notes.append(f"{f.metric} vs {f.axis.name}: no config measured it.")

@@ -32,11 +32,13 @@ REQUIRED_FILES = ("run.json", "configs.parquet", "summary.parquet")
 class Latency:
     """Single-query latency of a config and where the figures come from.
 
-    ``source``: ``measured end to end`` (configs.parquet's ``e2e_*``: per query, the sum along
-    the config's whole query-time chain — search, fusion and filter shares, reranking),
-    ``measured`` (its first-stage search ``p*_ms``, for runs without ``e2e_*``), ``sum of
-    inputs: ...`` (a fused lane without either: per query, the sum of its input lanes'
-    single-query samples plus the fusion stage's per-query share) or ``none``.
+    ``source``: ``e2e: sum along the chain`` (configs.parquet's ``e2e_*`` columns: per query,
+    the query-time stages of the config's chain added up — the query's encoding for a dense
+    lane, search, the shares of fusion and filters, reranking — so a fused lane counts its
+    inputs and a reranked config its reranker), ``search only`` (older runs without e2e
+    columns: the first-stage search),
+    ``sum of inputs: ...`` (such a run's fused lane: per query, its input lanes' single-query
+    samples plus the fusion stage's per-query share) or ``none``.
     """
 
     p50_ms: float | None
@@ -265,18 +267,22 @@ def _query_samples(timings: pa.Table, config_id: str) -> dict[str, tuple[np.ndar
     return {s: (np.asarray(ms), q) for s, (ms, q) in out.items()}
 
 
+#: Latency.source of the e2e columns and of the first-stage search figures
+E2E_SOURCE = "e2e: sum along the chain"
+SEARCH_SOURCE = "search only"
+
+
 def _latency(row: dict[str, Any], rows: Iterable[dict[str, Any]],
              timings: pa.Table | None) -> Latency:
-    # the whole chain first: a reranked config's p*_ms are its parent's first-stage search
-    # (the reranker's time is only in e2e_*), and a fused>reranked config has no p*_ms at all
+    # every config on one footing: what a query costs end to end, where the run recorded it
     e95 = _opt(row, "e2e_p95_ms")
     if e95 is not None:
         return Latency(_opt(row, "e2e_p50_ms"), e95, _opt(row, "e2e_p99_ms"),
-                       int(_opt(row, "n_e2e_samples") or 0), "measured end to end")
+                       int(_opt(row, "n_e2e_samples") or 0), E2E_SOURCE)
     p95 = _opt(row, "p95_ms")
     n = int(_opt(row, "n_latency_samples") or 0)
     if p95 is not None:
-        return Latency(_opt(row, "p50_ms"), p95, _opt(row, "p99_ms"), n, "measured")
+        return Latency(_opt(row, "p50_ms"), p95, _opt(row, "p99_ms"), n, SEARCH_SOURCE)
     if _opt(row, "kind") != "fused" or timings is None:
         return Latency(None, None, None, 0, "none")
     return fused_latency(row, list(rows), timings)

@@ -52,6 +52,7 @@ class MarkdownReport:
             f"{r.n_chunks} chunks, {r.n_queries} queries ({r.n_without_relevant} without a "
             f"relevant document) · wall {r.wall_s:.1f} s",
             "",
+            *_header_notes(r),
             "Retrieval metrics are document-level (chunks folded into their parent document, "
             "first occurrence keeps its rank) and follow trec_eval conventions: ties broken "
             "by doc id descending, float32 scores, mean over queries with >= 1 relevant "
@@ -343,6 +344,21 @@ class MarkdownReport:
         plt.close(fig)
         tmp.replace(path)
         return path
+
+
+def _header_notes(r: RunReport) -> list[str]:
+    """Warnings that change how every number below reads: truncated passages, dropped
+    queries (each a line, only when there is something to say)."""
+    out = []
+    if r.n_truncated_chunks:
+        out += [f"⚠ {r.n_truncated_chunks} of {r.n_chunks} passages are longer than the "
+                "embedder's maximum length and were embedded truncated: the text past it is "
+                "not seen by the dense lanes (a shorter chunker, or a longer max length, "
+                "avoids it).", ""]
+    if r.n_dropped_queries:
+        out += [f"{r.n_dropped_queries} queries of the source were left out: "
+                f"{r.dropped_reason or 'no positive judgement'}.", ""]
+    return out
 
 
 def _rerank_points(r: RunReport, metric: str

@@ -118,6 +118,17 @@ def front_plot(front: Front, numbers: dict[str, int]) -> bytes:
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     lows, highs = [], []
     pts = list(zip(front.inputs, front.points, strict=True))
+    # labels of configs at nearly the same point (fused lanes often are) are stacked, not
+    # printed over each other: the k-th config in cost order within 3 % of the previous
+    # one's cost and 2 % of the quality span goes k lines up
+    drawn = sorted((float(i.cost), float(i.quality), i.key) for i, p in pts
+                   if p.status in _STYLE and i.cost is not None and i.quality is not None)
+    span = (max(q for _, q, _ in drawn) - min(q for _, q, _ in drawn)) if drawn else 0.0
+    stack: dict[str, int] = {}
+    for k, (cost, quality, key) in enumerate(drawn):
+        near = [j for j in range(k) if abs(drawn[j][0] - cost) <= 0.03 * max(abs(cost), 1e-12)
+                and abs(drawn[j][1] - quality) <= 0.02 * max(span, 1e-12)]
+        stack[key] = max((stack[drawn[j][2]] + 1 for j in near), default=0)
     for inp, pt in pts:
         if pt.status not in _STYLE or inp.quality is None or inp.cost is None:
             continue
@@ -127,7 +138,7 @@ def front_plot(front: Front, numbers: dict[str, int]) -> bytes:
         ax.errorbar([inp.cost], [inp.quality], yerr=[[inp.quality - lo], [hi - inp.quality]],
                     fmt=marker, color=color, markersize=size, capsize=2, elinewidth=0.8)
         ax.annotate(f"#{numbers[inp.key]}", (inp.cost, inp.quality), fontsize=7,
-                    xytext=(3, 3), textcoords="offset points")
+                    xytext=(3, 3 + 8 * stack[inp.key]), textcoords="offset points")
         lows.append(lo)
         highs.append(hi)
     fr = sorted((float(i.cost), float(i.quality)) for i, p in pts
@@ -146,6 +157,7 @@ def front_plot(front: Front, numbers: dict[str, int]) -> bytes:
     if costs and max(costs) / min(costs) > 20:
         # a wide cost range (ANN sweeps span decades) reads better on a log axis
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())  # decade labels only: no clutter
     n_pruned = sum(1 for _, p in pts if p.status == "pruned")
     n_none = sum(1 for _, p in pts if p.status == "no data")
     ax.set_xlabel(f"{front.axis.name} ({front.axis.unit}), lower is better")

@@ -1,6 +1,7 @@
 """Decision views over loaded runs: quality-vs-cost fronts and saturated metrics.
 
-Cost axes (all lower-is-better): p95 single-query latency of the whole chain (``Latency``),
+Cost axes (all lower-is-better): p95 single-query latency (end to end along the config's
+chain where the run recorded it: fused lanes sum their inputs; see ``load.Latency``),
 peak VRAM (device-wide NVML peak, or torch's peak allocated when the run recorded only that),
 cost per query (a ``cost_per_query`` column, or GPU/CPU-hour price × mean single-query time
 when a price is given). An axis no config measured is reported as such, never drawn empty.

@@ -375,3 +375,20 @@ def test_fetch_falls_back_to_update_then_uri(tmp_path: Path,
                      ["download", "--print-uris", "dict-foldoc"]]
     assert foldoc.fetch_deb(tmp_path) == deb  # a cached .deb is reused without apt
     assert len(calls) == 4
+
+
+def test_categories_mapping_replaces_foldocs(entries: list[Entry], tmp_path: Path) -> None:
+    out = tmp_path / "b"
+    write_benchmark(out, build_benchmark(entries, OPTS), SOURCE, OPTS, len(entries))
+    plain = FoldocDataset(path=str(out)).load()
+    first, second = plain.queries[0].query_id, plain.queries[1].query_id
+    cats = tmp_path / "cats.jsonl"
+    cats.write_text(json.dumps({"query_id": first, "category": "mine"}) + "\n"
+                    + json.dumps({"query_id": second, "category": "mine"}) + "\n")
+    ds = FoldocDataset(path=str(out), categories=str(cats)).load()
+    assert [q.category for q in ds.queries[:2]] == ["mine", "mine"]
+    assert {q.category for q in ds.queries[2:]} == {"uncategorized"}
+    assert ds.fingerprint != plain.fingerprint
+    # subsampling stratifies by the mapped categories: one query of each, round robin
+    small = FoldocDataset(path=str(out), categories=str(cats), max_queries=2).load()
+    assert Counter(q.category for q in small.queries) == {"mine": 1, "uncategorized": 1}

@@ -132,3 +132,18 @@ def test_missing_file_names_the_path(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="file not found") as exc:
         read_corpus(tmp_path / "absent.jsonl")
     assert str(exc.value).startswith(f"{tmp_path / 'absent.jsonl'}: ")
+
+
+def test_categories_mapping_replaces_the_rows_categories(tmp_path: Path) -> None:
+    plain = _load(tmp_path, CORPUS, QUERIES).load()
+    cats = _write(tmp_path / "cats.jsonl", [{"query_id": "q1", "category": "lookup"},
+                                            {"query_id": "q3", "category": "refusal"}])
+    ds = GoldenDataset(corpus=str(tmp_path / "corpus.jsonl"),
+                       queries=str(tmp_path / "golden.jsonl"), categories=cats).load()
+    # q2 is not in the mapping: uncategorized (and a warning), never its old category silently
+    assert [q.category for q in ds.queries] == ["lookup", "uncategorized", "refusal"]
+    assert ds.fingerprint != plain.fingerprint
+    bad = _write(tmp_path / "bad.jsonl", [{"query_id": "q9", "category": "x"}])
+    with pytest.raises(InputError, match=r"bad\.jsonl:1: query_id 'q9' is not a query"):
+        GoldenDataset(corpus=str(tmp_path / "corpus.jsonl"),
+                      queries=str(tmp_path / "golden.jsonl"), categories=bad).load()

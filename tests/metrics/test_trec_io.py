@@ -55,16 +55,41 @@ def test_pieces_parsed_in_parallel_equal_one_piece() -> None:
             lines += ["", "# note", "   "]
     buf = np.frombuffer("\n".join(lines).encode(), dtype=np.uint8).copy()
     args = (np.int64(6), np.int64(0), np.int64(0), np.int64(2), np.int64(4), False, np.int64(3))
-    one = cpu.scan_trec_lines(buf, *args, np.int64(1))
-    n = one[10]
-    assert n == 400 and one[11] == 11  # rows, queries
+    one = cpu.scan_trec_lines(buf, *args, np.int64(1), np.int64(4))
+    n = one[7]
+    assert n == 400 and one[8] == 11 and one[1] == 4  # rows, queries, longest id ("d399")
+    assert bytes(one[0][399]) == b"d399" and bytes(one[0][5]) == b"d5\0\0"
     for parts in (2, 7, 64):
-        many = cpu.scan_trec_lines(buf, *args, np.int64(parts))
-        assert many[10:] == one[10:]
-        for a, b in zip(one[:7], many[:7], strict=True):
+        many = cpu.scan_trec_lines(buf, *args, np.int64(parts), np.int64(4))
+        assert many[7:] == one[7:] and many[1] == one[1]
+        for a, b in zip((one[0], *one[2:4]), (many[0], *many[2:4]), strict=True):
             assert np.array_equal(a[:n], b[:n])
-        for a, b in zip(one[7:10], many[7:10], strict=True):
+        for a, b in zip(one[4:7], many[4:7], strict=True):
             assert np.array_equal(a, b)
+
+
+def test_ids_longer_than_the_sample_are_rescanned_to_full_width(tmp_path: Path) -> None:
+    # the sampled windows (start, evenly spaced, end) see only 2-byte ids; one line between
+    # them holds a longer id: the reader must scan again at its width, never cut it
+    from bench_kernels import api
+
+    def line(i: int, doc: str) -> str:  # every line 40 bytes: offsets are known
+        head = f"q{i // 10:05d} Q0 {doc} 1 1 "
+        return head + "t" * (39 - len(head)) + "\n"
+
+    n, long_id = 40000, "d_very_long_document_id"
+    size = 40 * n
+    windows = [min(size * k // 64, size - 4096) for k in range(65)]
+    j = next(j for j in range(n) if all(j * 40 + 40 <= lo or j * 40 >= lo + 4096
+                                        for lo in windows))
+    text = "".join(line(i, long_id if i == j else f"d{i % 10}") for i in range(n))
+    buf = np.frombuffer(text.encode(), dtype=np.uint8).copy()
+    assert api.sample_width(buf, 2) == 2
+    (tmp_path / "run").write_text(text)
+    run = read_run(tmp_path / "run")
+    assert run.doc_ids.dtype == np.dtype(f"S{len(long_id)}")
+    assert run.doc_ids[j] == long_id.encode() and run.doc_ids[0] == b"d0"
+    assert len(run.doc_ids) == n and run.scores is not None and np.all(run.scores == 1.0)
 
 
 def test_error_line_is_global_with_pieces() -> None:
@@ -73,5 +98,5 @@ def test_error_line_is_global_with_pieces() -> None:
     text = "".join(f"q1 Q0 d{i} {i} 1 t\n" for i in range(300)) + "q1 Q0 dx\n"
     buf = np.frombuffer(text.encode(), dtype=np.uint8).copy()
     out = cpu.scan_trec_lines(buf, np.int64(6), np.int64(0), np.int64(0), np.int64(2),
-                              np.int64(4), False, np.int64(3), np.int64(5))
-    assert (out[12], out[13]) == (301, 3)
+                              np.int64(4), False, np.int64(3), np.int64(5), np.int64(4))
+    assert (out[9], out[10]) == (301, 3)

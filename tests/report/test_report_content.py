@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -107,3 +108,48 @@ def test_telemetry_records_from_run_json_are_shown(run_dir: Path) -> None:
     table = res.tables[0]
     assert table.rows[0][1][0] == "embed_docs"
     assert "sampler_off_reason" in table.headers and "torch_peak_allocated_bytes" in table.headers
+
+
+def test_latency_is_end_to_end_for_every_config_fused_included(tmp_path: Path) -> None:
+    from report_fixture import write_run
+
+    from bench.report.load import E2E_SOURCE
+
+    # the pipeline's e2e columns: config i costs 10 + i ms at p95 along its chain (the fused
+    # c2 included, whose first-stage search p95 is null)
+    e95 = [10.0 + i for i in range(N_CONFIGS)]
+    d = write_run(tmp_path / "r", extra={
+        "e2e_p50_ms": [v / 2 for v in e95], "e2e_p95_ms": e95,
+        "e2e_p99_ms": [v * 2 for v in e95], "n_e2e_samples": [6] * N_CONFIGS})
+    m = load_runs([d])
+    assert [c.latency.p95_ms for c in m.configs] == e95
+    assert m.configs[2].latency == m.configs[2].latency.__class__(6.0, 12.0, 24.0, 6, E2E_SOURCE)
+    f = front(m, "ndcg@10", cost_axes()[0])
+    assert [i.cost for i in f.inputs] == e95
+    # c0 is now the cheapest config at ndcg 0.5 (10 ms): the front starts there
+    assert {p.key: p.status for p in f.points}["c0"] == "front"
+    rep = content.build(m)
+    table = rep.sections[0].tables[0]
+    col = table.headers.index("p95 ms")
+    src = table.headers.index("latency from")
+    assert [r[col][0] for r in table.rows] == [f"{v:.3f}" for v in e95]
+    assert {r[src][0] for r in table.rows} == {E2E_SOURCE}
+    assert any("'e2e: sum along the chain'" in n for n in rep.sections[0].notes)
+
+
+def test_header_warns_of_truncated_passages_and_dropped_queries(run_dir: Path) -> None:
+    manifest = json.loads((run_dir / "run.json").read_text())
+    manifest["embedding"] = {"truncated_chunks": 7, "chunks_embedded": 40}
+    manifest["dataset"].update(dropped_queries=3, dropped_reason="no positive judgement in "
+                               "qrels/test.tsv (1 with only score-0 judgements, 2 not judged)")
+    (run_dir / "run.json").write_text(json.dumps(manifest))
+    md = content.render_markdown(content.build(load_runs([run_dir])))
+    assert ("- ⚠ run: 7 of 40 passages are longer than the embedder's maximum length and were "
+            "embedded truncated") in md
+    assert ("- run: 3 queries of the source were left out: no positive judgement in "
+            "qrels/test.tsv (1 with only score-0 judgements, 2 not judged)") in md
+
+
+def test_header_is_quiet_without_truncation(run_dir: Path) -> None:
+    md = content.render_markdown(content.build(load_runs([run_dir])))
+    assert "truncated" not in md and "left out" not in md

@@ -22,7 +22,7 @@ def test_loads_every_config_and_composes_fused_latency(run_dir: Path) -> None:
     assert fused.p95_ms == pytest.approx(6.5 + 0.75 * 1.0)
     assert fused.p50_ms == pytest.approx(5.0)
     assert fused.source == "sum of inputs: retrieve + lexical + fusion/query"
-    assert m.configs[0].latency.source == "measured"
+    assert m.configs[0].latency.source == "search only"
     pruned = m.configs[8]
     assert (pruned.kept, pruned.status) == (False, "pruned")
     # optional columns absent: read as None, run.json has no VRAM
@@ -80,6 +80,6 @@ def test_latency_is_the_whole_chain_when_end_to_end_is_recorded(tmp_path: Path) 
     m = load_runs([d])
     rer, fused = m.configs[3].latency, m.configs[2].latency
     assert (rer.p50_ms, rer.p95_ms, rer.p99_ms, rer.n_samples) == (21.0, 42.0, 43.0, 50)
-    assert rer.source == fused.source == "measured end to end"
+    assert rer.source == fused.source == "e2e: sum along the chain"
     assert fused.p95_ms == pytest.approx(37.25)
     assert m.configs[0].latency.source == "measured"  # no e2e_*: its search figures

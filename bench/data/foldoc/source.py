@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.data.base import CATEGORIES, Dataset, Query
+from bench.data.categories import with_categories
 from bench.data.foldoc.benchmark import BUILDER_VERSION, BuildOptions, Built
 from bench.data.foldoc.benchmark_v2 import (
     BUILDER_VERSION_V2,
@@ -108,16 +109,19 @@ class FoldocDataset:
 
     ``max_queries`` keeps a seeded, category-stratified sample of queries; ``max_docs`` keeps
     every gold document of the kept queries plus seeded filler documents up to the limit.
+    ``categories``: a JSONL mapping ``{"query_id", "category"}`` whose categories replace
+    FOLDOC's own, applied before any subsampling (which then stratifies by them).
     """
 
     def __init__(self, *, path: str, max_docs: int | None = None,
-                 max_queries: int | None = None) -> None:
+                 max_queries: int | None = None, categories: str | None = None) -> None:
         for key, value in (("max_docs", max_docs), ("max_queries", max_queries)):
             if value is not None and value < 1:
                 raise ConfigError(f"dataset.{key}", f"must be >= 1 or null, got {value}")
         self.path = path
         self.max_docs = max_docs
         self.max_queries = max_queries
+        self.categories = categories
 
     def load(self) -> Dataset:
         root = Path(self.path)
@@ -130,7 +134,8 @@ class FoldocDataset:
         if ds.fingerprint != manifest.get("fingerprint"):
             log.warning("foldoc: %s was modified after it was built (fingerprint differs from "
                         "manifest.json)", root)
-        ds = subsample(ds, max_docs=self.max_docs, max_queries=self.max_queries)
+        ds = subsample(with_categories(ds, self.categories), max_docs=self.max_docs,
+                       max_queries=self.max_queries)
         base = str(manifest.get("name", "foldoc"))  # "foldoc" (version 1) or "foldoc_v2"
         name = base if (self.max_docs, self.max_queries) == (None, None) else (
             f"{base}[docs={len(ds.documents)},queries={len(ds.queries)}]")

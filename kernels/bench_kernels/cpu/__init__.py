@@ -6,8 +6,9 @@ each kernel compiles for at most two signatures and its cache serves every later
 ``bench_kernels/cuda.py`` holds the twins (same names); ``api.py`` picks one by device.
 """
 
-# first: drops cached kernels compiled from other sources before any kernel loads
-from bench_kernels.cpu import _cache  # noqa: F401
+# first, in this order: _cache drops cached kernels compiled from other sources before any
+# kernel loads; _no_scipy imports numba's array-math registry without importing SciPy
+from bench_kernels.cpu import _cache, _no_scipy  # noqa: F401
 from bench_kernels.cpu._shared import cmp_rows, hash_row
 from bench_kernels.cpu.fusion import rrf_fuse
 from bench_kernels.cpu.ranking import (

@@ -51,6 +51,10 @@ def _is_space(b):  # type: ignore[no-untyped-def]
     return b == 32 or (9 <= b <= 13)
 
 
+#: 1e0 .. 1e22, every one exact in float64 (a table lookup, not a pow() call per number)
+_POW10 = np.array([10.0 ** k for k in range(23)])
+
+
 @njit(cache=True, inline="always")
 def _parse_number(buf, s, e, as_int):  # type: ignore[no-untyped-def]
     """(value, ok) of the decimal token buf[s:e]; ok is False where Python must decide
@@ -116,20 +120,28 @@ def _parse_number(buf, s, e, as_int):  # type: ignore[no-untyped-def]
         return 0.0, False
     v = float(mant)
     if power > 0:
-        v = v * 10.0 ** power
+        v = v * _POW10[power]
     elif power < 0:
-        v = v / 10.0 ** (-power)
+        v = v / _POW10[-power]
     return (-v if neg else v), True
 
 
 @njit(cache=True)
 def _scan_part(buf, lo, hi, base, min_cols, max_cols, key_col, id_col, num_col, as_int,
-               check_col, starts, id_s, id_n, vals, ok, tok_s, tok_e, new_key, key_s, key_n):  # type: ignore[no-untyped-def]
+               check_col, ids, vals, ok, new_key, key_s, key_n):  # type: ignore[no-untyped-def]
     """Scan the lines of ``buf[lo:hi]`` (whole lines) into rows ``base, base + 1, ...``.
 
+    Column ``id_col`` is copied into the zero-padded row ``ids[r]`` (cut at its width; the
+    longest length seen is returned so the caller can rescan wider). Where the key changes,
+    ``new_key[r]`` is set and the key's span is appended at ``key_s/key_n[base + j]`` (the
+    part's j-th key: written densely, so a 10M-row file touches a few pages, not all).
     Returns (rows, error line within the part (1-based, 0 = none), columns found on it or -1
-    when ``check_col`` is not a number, start and end of the last row's key)."""
+    when ``check_col`` is not a number, start and end of the last row's key, longest
+    ``id_col`` token, keys appended)."""
+    width = ids.shape[1]
     n = 0
+    ns = 0
+    id_max = 0
     prev_key_s = -1
     prev_key_e = -1
     line = 0
@@ -162,19 +174,23 @@ def _scan_part(buf, lo, hi, base, min_cols, max_cols, key_col, id_col, num_col, 
                 k0 = f
                 k1 = q
             if cols == id_col:
-                id_s[r] = f
-                id_n[r] = q - f
+                m = q - f
+                id_max = max(id_max, m)
+                m = min(m, width)
+                for t in range(m):
+                    ids[r, t] = buf[f + t]
+                for t in range(m, width):
+                    ids[r, t] = 0
             if cols == num_col:
-                tok_s[r] = f
-                tok_e[r] = q
                 v, good = _parse_number(buf, f, q, as_int)
-                vals[r] = v
+                # where Python must parse the token, the value slot holds its byte offset
+                vals[r] = v if good else float(f)
                 ok[r] = good
             if cols == check_col:
                 c0 = buf[f]
                 c1 = buf[f + 1] if q - f > 1 else 0
                 if not (48 <= c0 <= 57 or ((c0 == 45 or c0 == 43) and 48 <= c1 <= 57)):
-                    return n, line, -1, prev_key_s, prev_key_e
+                    return n, line, -1, prev_key_s, prev_key_e, id_max, ns
             cols += 1
             if max_cols <= 0 and cols >= min_cols:  # trec_eval ignores later run columns
                 while q < hi and buf[q] != 10:
@@ -185,7 +201,7 @@ def _scan_part(buf, lo, hi, base, min_cols, max_cols, key_col, id_col, num_col, 
             if q >= hi or buf[q] == 10:
                 break
         if cols < min_cols or (max_cols > 0 and cols > max_cols):
-            return n, line, cols, prev_key_s, prev_key_e
+            return n, line, cols, prev_key_s, prev_key_e, id_max, ns
         same = prev_key_e - prev_key_s == k1 - k0
         if same:
             for t in range(k1 - k0):
@@ -194,33 +210,35 @@ def _scan_part(buf, lo, hi, base, min_cols, max_cols, key_col, id_col, num_col, 
                     break
         new_key[r] = not same
         if not same:
-            key_s[r] = k0
-            key_n[r] = k1 - k0
-        starts[r] = s
+            key_s[base + ns] = k0
+            key_n[base + ns] = k1 - k0
+            ns += 1
         prev_key_s = k0
         prev_key_e = k1
         n += 1
         p = q + 1
-    return n, 0, 0, prev_key_s, prev_key_e
+    return n, 0, 0, prev_key_s, prev_key_e, id_max, ns
 
 
 @njit(cache=True, parallel=True)
 def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int, check_col,
-                    parts):  # type: ignore[no-untyped-def]
+                    parts, width):  # type: ignore[no-untyped-def]
     """Parse a whitespace-separated TREC file (``buf``: its bytes), ``parts`` pieces at once.
 
     Skips blank lines and comment lines (first non-blank character ``#``). Every other line
     (a row) must hold ``min_cols`` columns or more (at most ``max_cols`` when ``max_cols > 0``).
-    Per row: the span of column ``id_col`` and column ``num_col`` parsed (a float, or an
-    integer when ``as_int``; ``ok`` False where the caller must parse the token). Per run of
+    Per row: column ``id_col`` copied into a zero-padded ``width``-byte row (one pass, no
+    spans kept: the bytes written per row are what reading a big run costs), and column
+    ``num_col`` parsed (a float, or an integer when ``as_int``; where ``ok`` is False the
+    caller must parse the token, whose byte offset the number slot then holds). Per run of
     rows sharing ``key_col`` (a query): its first row and the key's span. Column ``check_col``
     (``-1``: none) must start like a number (a TREC run's rank: a doc id holding whitespace
     shifts the columns, and this is where it shows).
 
-    Returns (row starts, id starts, id lengths, numbers, ok, token starts, token ends,
-    segment first rows, key starts, key lengths, rows, segments, error line (1-based, 0 = none),
-    columns found on it (-1: ``check_col`` is not a number, -2: a NUL byte), any non-ASCII
-    byte).
+    Returns (id rows, longest id (> ``width``: ids were cut, scan again that wide), numbers,
+    ok, segment first rows, key starts, key lengths, rows, segments, error line (1-based,
+    0 = none), columns found on it (-1: ``check_col`` is not a number, -2: a NUL byte), any
+    non-ASCII byte).
     """
     size = buf.shape[0]
     bounds = np.empty(parts + 1, dtype=np.int64)
@@ -255,7 +273,6 @@ def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int, c
     for k in range(1, parts):
         first_line[k] = first_line[k - 1] + newlines[k - 1]
     total = first_line[parts - 1] + cap[parts - 1]
-    starts = np.empty(total, dtype=np.int64)
     empty = np.empty(0, dtype=np.int64)
     if nuls.sum():
         # a NUL would vanish in the zero-padded id rows ("d1\0" == "d1"): never an id byte
@@ -264,42 +281,44 @@ def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int, c
             if buf[i] == 0:
                 break
             nul_line += buf[i] == 10
-        return (starts, empty, empty, np.empty(0), np.empty(0, dtype=np.bool_), empty, empty,
-                empty, empty, empty, 0, 0, nul_line, -2, nonascii)
-    id_s = np.empty(total, dtype=np.int64)
-    id_n = np.empty(total, dtype=np.int64)
+        return (np.empty((0, width), dtype=np.uint8), 0, np.empty(0),
+                np.empty(0, dtype=np.bool_), empty, empty, empty, 0, 0, nul_line, -2, nonascii)
+    ids = np.empty((total, width), dtype=np.uint8)  # every byte of a row is written
     vals = np.empty(total, dtype=np.float64)
     ok = np.ones(total, dtype=np.bool_)
-    tok_s = np.empty(total, dtype=np.int64)
-    tok_e = np.empty(total, dtype=np.int64)
     new_key = np.zeros(total, dtype=np.bool_)
-    key_s = np.empty(total, dtype=np.int64)  # written only where new_key: mostly never touched
-    key_n = np.empty(total, dtype=np.int64)
+    key_s = np.empty(total, dtype=np.int64)  # per part, its keys from its first row on:
+    key_n = np.empty(total, dtype=np.int64)  # pages past them are never touched
     rows = np.zeros(parts, dtype=np.int64)
     err_line = np.zeros(parts, dtype=np.int64)
     err_cols = np.zeros(parts, dtype=np.int64)
     last_s = np.zeros(parts, dtype=np.int64)
     last_e = np.zeros(parts, dtype=np.int64)
+    id_max = np.zeros(parts, dtype=np.int64)
+    nkeys = np.zeros(parts, dtype=np.int64)
     for k in prange(parts):
-        n, el, ec, ls, le = _scan_part(buf, bounds[k], bounds[k + 1], first_line[k], min_cols,
-                                       max_cols, key_col, id_col, num_col, as_int, check_col,
-                                       starts, id_s, id_n, vals, ok, tok_s, tok_e, new_key,
-                                       key_s, key_n)
+        n, el, ec, ls, le, im, nk = _scan_part(buf, bounds[k], bounds[k + 1], first_line[k],
+                                           min_cols, max_cols, key_col, id_col, num_col,
+                                           as_int, check_col, ids, vals, ok, new_key, key_s,
+                                           key_n)
         rows[k] = n
         err_line[k] = el
         err_cols[k] = ec
         last_s[k] = ls
         last_e[k] = le
+        id_max[k] = im
+        nkeys[k] = nk
     for k in range(parts):
         if err_line[k]:
-            return (starts, id_s, id_n, vals, ok, tok_s, tok_e, empty, empty, empty, 0, 0,
-                    first_line[k] + err_line[k], err_cols[k], nonascii)
-    # a query that spans two pieces starts only once
+            return (ids, 0, vals, ok, empty, empty, empty, 0, 0, first_line[k] + err_line[k],
+                    err_cols[k], nonascii)
+    # a query that spans two pieces starts only once: drop the later piece's first key
+    skip = np.zeros(parts, dtype=np.int64)
     prev = -1
     for k in range(parts):
         if rows[k] == 0:
             continue
-        r = first_line[k]
+        r = first_line[k]  # the piece's first row and its first key (always a new one)
         if prev >= 0 and last_e[prev] - last_s[prev] == key_n[r]:
             same = True
             for t in range(key_n[r]):
@@ -308,6 +327,7 @@ def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int, c
                     break
             if same:
                 new_key[r] = False
+                skip[k] = 1
         prev = k
     # close the gaps blank and comment lines left between pieces (none in a typical run)
     n = 0
@@ -315,32 +335,29 @@ def scan_trec_lines(buf, min_cols, max_cols, key_col, id_col, num_col, as_int, c
         src = first_line[k]
         if src != n:
             for i in range(rows[k]):
-                starts[n + i] = starts[src + i]
-                id_s[n + i] = id_s[src + i]
-                id_n[n + i] = id_n[src + i]
+                ids[n + i, :] = ids[src + i, :]
                 vals[n + i] = vals[src + i]
                 ok[n + i] = ok[src + i]
-                tok_s[n + i] = tok_s[src + i]
-                tok_e[n + i] = tok_e[src + i]
                 new_key[n + i] = new_key[src + i]
-                key_s[n + i] = key_s[src + i]
-                key_n[n + i] = key_n[src + i]
         n += rows[k]
     nseg = 0
-    for i in range(n):
-        nseg += new_key[i]
+    for k in range(parts):
+        nseg += nkeys[k] - skip[k]
     seg_row = np.empty(nseg, dtype=np.int64)
     seg_s = np.empty(nseg, dtype=np.int64)
     seg_n = np.empty(nseg, dtype=np.int64)
     j = 0
-    for i in range(n):
-        if new_key[i]:
-            seg_row[j] = i
+    for k in range(parts):
+        for i in range(first_line[k] + skip[k], first_line[k] + nkeys[k]):
             seg_s[j] = key_s[i]
             seg_n[j] = key_n[i]
             j += 1
-    return (starts, id_s, id_n, vals, ok, tok_s, tok_e, seg_row, seg_s, seg_n, n, nseg, 0, 0,
-            nonascii)
+    j = 0
+    for i in range(n):
+        if new_key[i]:
+            seg_row[j] = i
+            j += 1
+    return (ids, id_max.max(), vals, ok, seg_row, seg_s, seg_n, n, nseg, 0, 0, nonascii)
 
 
 @njit(cache=True, parallel=True)
