@@ -46,6 +46,10 @@ def _hydra_entry(cfg: DictConfig) -> None:
         for gate in result.failed_gates:
             print(f"bench: gate failed: {gate}", file=sys.stderr)
         sys.exit(result.exit_code)
+    n_gates = len(cfg.get("gates") or [])
+    if n_gates:  # a passing gate run says so, not just by its exit code
+        print(f"bench: {n_gates} release gate{'s' if n_gates != 1 else ''} passed",
+              file=sys.stderr)
 
 
 def _config_error_line(exc: BaseException) -> str | None:

@@ -106,9 +106,26 @@ def run_levels(request: Request, concurrency: Sequence[int], slo: Slo, *,
 
 
 def find_slo(levels: Sequence[LevelResult], slo: Slo) -> LevelResult | None:
-    """The level with the most concurrent users that meets the SLO (None if none does)."""
-    ok = [lv for lv in levels if meets(lv, slo)]
-    return max(ok, key=lambda lv: lv.concurrency) if ok else None
+    """The most concurrent users up to which EVERY measured level meets the SLO (None if the
+    lowest does not): a level that meets it above one that broke it does not count."""
+    best = None
+    for lv in sorted(levels, key=lambda lv: lv.concurrency):
+        if not meets(lv, slo):
+            break
+        best = lv
+    return best
+
+
+def not_monotone(levels: Sequence[LevelResult], slo: Slo) -> list[int]:
+    """Concurrencies that met the SLO above a level that broke it: load from elsewhere on
+    the machine, or a server that warms up — the curve should be measured again."""
+    out, broken = [], False
+    for lv in sorted(levels, key=lambda lv: lv.concurrency):
+        if not meets(lv, slo):
+            broken = True
+        elif broken:
+            out.append(lv.concurrency)
+    return out
 
 
 def plan(levels: Sequence[LevelResult], *, target_rps: float, p95_budget_ms: float,
@@ -122,7 +139,11 @@ def plan(levels: Sequence[LevelResult], *, target_rps: float, p95_budget_ms: flo
     slo_txt = (f"SLO ({slo.attainment:.0%} of requests with "
                f"{'TTFT' if levels and levels[0].ttft_p50_ms is not None else 'e2e'} "
                f"<= {slo.budget_ms:g} ms) met up to {slo_level.concurrency} concurrent users"
-               if slo_level else "no measured level met the SLO")
+               if slo_level else "no measured level met the SLO from the lowest up")
+    odd = not_monotone(levels, slo)
+    if odd:
+        slo_txt += (f" (also met at {', '.join(map(str, odd))} users, above a level that broke "
+                    "it: the curve is not monotone, measure again on a quiet machine)")
     if best is None:
         text = (f"No measured level had p95 <= {p95_budget_ms:g} ms: no worker count reaches "
                 f"{target_rps:g} queries/s at that latency. {slo_txt}.")

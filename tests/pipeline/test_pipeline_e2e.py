@@ -188,3 +188,11 @@ def test_failed_gate_exits_3(first_run: tuple[RunResult, Path], tmp_path: Path) 
     assert res.failed_gates and "ndcg@10[all]" in res.failed_gates[0]
     ok = _run_with(cache, tmp_path / "ok", "+gates=[{metric: ndcg@10, scope: all, min: 0.0}]")
     assert ok.exit_code == 0
+
+
+def test_passing_gates_say_so(first_run: tuple[RunResult, Path], tmp_path: Path) -> None:
+    _, cache = first_run
+    res = _cli(*overrides(cache), "+gates=[{metric: ndcg@10, scope: all, min: 0.0}]",
+               f"hydra.run.dir={tmp_path}/g", cwd=REPO)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "bench: 1 release gate passed" in res.stderr
