@@ -144,7 +144,7 @@ def _configs_section(merged: Merged, metrics: list[str], fronts: list[Front],
     status = {(f.axis.name, p.key): p.status for f in fronts for p in f.points}
     heads = ["#", "run", "config", "lane", "status",
              *(f"{m} (95 % CI)" for m in metrics), "p50 ms", "p95 ms", "p99 ms",
-             "latency from", "QPS", "peak VRAM MiB", "cost/query",
+             "latency from", "QPS", "peak VRAM MiB", "cost / 1M queries",
              *(f"front vs {f.axis.name}" for f in fronts if f.measured)]
     rows: list[tuple[Cell, ...]] = []
     for c in merged.configs:
@@ -157,7 +157,8 @@ def _configs_section(merged: Merged, metrics: list[str], fronts: list[Front],
             *(_ci(c.mean(m)) for m in metrics),
             _f(c.latency.p50_ms, 3), _f(c.latency.p95_ms, 3), _f(c.latency.p99_ms, 3),
             (c.latency.source, c.latency.source), _f(c.qps, 0), _f(vram, 0),
-            _f(cost, 6),
+            # per million queries: a CPU query costs ~1e-8 of an hourly price, invisible at 6 dp
+            _f(None if cost is None else cost * 1e6, 4),
             *((status.get((f.axis.name, c.key), "-"), status.get((f.axis.name, c.key)))
               for f in fronts if f.measured)))
     numeric = (True, False, False, False, False, *(True for _ in metrics), True, True, True,
