@@ -82,4 +82,4 @@ def test_latency_is_the_whole_chain_when_end_to_end_is_recorded(tmp_path: Path) 
     assert (rer.p50_ms, rer.p95_ms, rer.p99_ms, rer.n_samples) == (21.0, 42.0, 43.0, 50)
     assert rer.source == fused.source == "e2e: sum along the chain"
     assert fused.p95_ms == pytest.approx(37.25)
-    assert m.configs[0].latency.source == "measured"  # no e2e_*: its search figures
+    assert m.configs[0].latency.source == "search only"  # no e2e_*: its search figures
