@@ -61,6 +61,17 @@ class EmbedOp:
                           EmbeddingStats(**json.loads((directory / "stats.json").read_text())))
 
 
+def encode_one_query(embedder: Embedder, text: str) -> np.ndarray:
+    """One query's vector [1, dim] as a server computes it per request: the embedder's own
+    per-request path where it has one (no batching statistics around it), else a batch of 1."""
+    one_query = getattr(embedder, "encode_query", None)
+    if callable(one_query):
+        return np.asarray(one_query(text), dtype=np.float32)
+    out = np.zeros((1, embedder.dim), dtype=np.float32)
+    embedder.encode([text], kind="query", out=out)
+    return out
+
+
 #: single-query encodes timed per run: every query up to this many, else a seeded sample
 QUERY_LATENCY_MAX = 1000
 
@@ -91,15 +102,8 @@ class QueryLatencyOp:
             rng = np.random.default_rng(self.seed)
             picked = [int(i) for i in np.sort(rng.choice(len(queries), size=self.max_queries,
                                                            replace=False))]
-        out = np.zeros((1, self.embedder.dim), dtype=np.float32)
-        # the embedder's per-request path where it has one (no batching statistics around it)
-        one_query = getattr(self.embedder, "encode_query", None)
-
         def encode(text: str) -> None:
-            if callable(one_query):
-                one_query(text)
-            else:
-                self.embedder.encode([text], kind="query", out=out)
+            encode_one_query(self.embedder, text)
 
         if len(picked):
             encode(queries[int(picked[0])].text)

@@ -27,6 +27,7 @@ import numpy as np
 
 from bench.capacity.base import RequestTiming
 from bench.data.base import Dataset
+from bench.embedding.stage import encode_one_query
 from bench.pipeline.components import Components
 from bench.pipeline.executor import Executor
 from bench.pipeline.node import Node
@@ -90,12 +91,7 @@ class QueryChain:
             return one
         if stage == "embed_queries":
             emb = self.comps.embedder
-            one_query = getattr(emb, "encode_query", None)
-            if callable(one_query):  # the embedder's per-request path
-                return self._timed(times, "embed_query", lambda: one_query(text))
-            out = np.zeros((1, emb.dim), dtype=np.float32)
-            self._timed(times, "embed_query", lambda: emb.encode([text], kind="query", out=out))
-            return out
+            return self._timed(times, "embed_query", lambda: encode_one_query(emb, text))
         if stage == "retrieve":
             index, vec, chunks, _ = inputs
             ret = self.comps.retriever
