@@ -15,6 +15,9 @@ import numpy as np
 from bench.chunking.base import ChunkTable, Tokenizer, chunk_text_field
 from bench.data.base import Document
 
+#: documents tokenised per call when counting tokens
+COUNT_BLOCK = 4096
+
 
 class WholeDocumentChunker:
     """Every document with non-blank text becomes exactly one chunk covering all of it."""
@@ -30,7 +33,12 @@ class WholeDocumentChunker:
     def chunk(self, documents: Sequence[Document], *, tokenizer: Tokenizer) -> ChunkTable:
         texts = [chunk_text_field(d) for d in documents]
         keep = [i for i, t in enumerate(texts) if t.strip()]
-        counts = [len(o) for o in tokenizer.offsets([texts[i] for i in keep])] if keep else []
+        # tokenised in blocks: offsets of every text at once would hold one token array per
+        # document (GBs at 1M documents) just to count them
+        counts: list[int] = []
+        for b0 in range(0, len(keep), COUNT_BLOCK):
+            block = [texts[i] for i in keep[b0 : b0 + COUNT_BLOCK]]
+            counts += [len(o) for o in tokenizer.offsets(block)]
         return ChunkTable(
             doc_idx=np.asarray(keep, dtype=np.int32),
             start_char=np.zeros(len(keep), dtype=np.int32),

@@ -38,3 +38,14 @@ def test_one_chunk_per_non_blank_document() -> None:
     assert all(chunk_text_field(DOCS[d])[s:e] == t for d, s, e, t in
                zip(table.doc_idx, table.start_char, table.end_char, table.text, strict=True))
     assert chunk_stats(table, DOCS).traceability_pct == 100.0
+
+
+def test_token_counts_are_the_same_when_counted_in_blocks(monkeypatch) -> None:
+    import bench.chunking.whole_document as wd
+
+    docs = [Document(f"d{i}", " ".join(["w"] * (i + 1))) for i in range(7)] + DOCS
+    whole = wd.WholeDocumentChunker().chunk(docs, tokenizer=WhitespaceTokenizer())
+    monkeypatch.setattr(wd, "COUNT_BLOCK", 2)
+    blocked = wd.WholeDocumentChunker().chunk(docs, tokenizer=WhitespaceTokenizer())
+    assert blocked.n_tokens.tolist() == whole.n_tokens.tolist() == [1, 2, 3, 4, 5, 6, 7, 4, 3]
+    assert blocked.doc_idx.tolist() == whole.doc_idx.tolist()

@@ -16,6 +16,7 @@ from bench.errors import BenchError, ConfigError
 # Options that need a value the user must supply (`???`), and what to give them here.
 REQUIRED = {
     ("dataset", "beir"): ["dataset.path=/nonexistent"],
+    ("dataset", "scale"): ["dataset.path=/nonexistent"],
     ("dataset", "golden"): ["dataset.corpus=/c.jsonl", "dataset.queries=/q.jsonl"],
     ("dataset", "csv"): ["dataset.corpus=/c.csv", "dataset.queries=/q.csv"],
     ("embedder", "hub"): ["embedder.model=sentence-transformers/all-MiniLM-L6-v2"],

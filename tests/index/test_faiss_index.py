@@ -173,3 +173,16 @@ def test_build_time_factory_errors_name_the_option(data) -> None:
     with pytest.raises(OptionError) as err:  # 2000 training points for 4096 centroids
         FaissIndex(factory="IVF{nlist},Flat", nlist=4096).build(x)
     assert err.value.option == "factory" and "2000 vectors" in err.value.message
+
+
+@pytest.mark.parametrize("factory", ["Flat", "IVF4,Flat", "HNSW8"])
+def test_streamed_index_size_equals_the_serialised_size(factory: str) -> None:
+    import faiss
+
+    from bench.index.faiss_index import serialized_bytes
+
+    x = np.random.default_rng(0).standard_normal((300, 16)).astype(np.float32)
+    index = faiss.index_factory(16, factory, faiss.METRIC_INNER_PRODUCT)
+    index.train(x)
+    index.add(x)
+    assert serialized_bytes(faiss, index) == faiss.serialize_index(index).nbytes
