@@ -9,6 +9,12 @@ answer can be traced to a passage (:func:`citations` reads them back).
 
 Adding a policy: implement ``ContextBuilder`` (keyword-only options, ``OptionError`` for bad
 values) in a module here; the token counter is the generator's ``count_tokens``.
+
+Two optional capabilities, separate protocols the plan checks (never ``hasattr`` probes):
+``JudgedContextBuilder`` places passages by the relevance judgments (the gold passage of a
+lost-in-the-middle probe; the context op hands it each query's whole pool with its relevant
+documents), and ``ContextSweep`` expands one option into several prompt layouts swept on the
+same pool, like rerank depths: one context node per variant.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from bench.generation.base import ChatMessage
 
@@ -108,6 +114,82 @@ class ContextBuilder(Protocol):
     def build(self, items: Sequence[RankedPassages], tokens: TokenCounter) -> list[Context]:
         """One ``Context`` per item, same order."""
         ...
+
+
+@dataclass(frozen=True)
+class JudgedPassages:
+    """A query's whole pool (best first) with what the judgments say about it.
+
+    ``relevant``: documents the query's caller may see with grade >= the run's relevance
+    level, best grade first; ``judged_relevant``: every document with such a grade, visible
+    or not (none of them may serve as a distractor); ``first_chunks``: the first chunk
+    (chunk-table order) of each ``relevant`` document, same order — what is placed when the
+    pool holds no passage of a relevant document.
+    """
+
+    ranked: RankedPassages
+    relevant: tuple[str, ...]
+    judged_relevant: frozenset[str]
+    first_chunks: tuple[Passage, ...]
+    must_abstain: bool = False
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a judged builder put one query's gold passage: ``index`` is its 0-based place in
+    the prompt; ``injected``: the pool held no passage of a relevant document, so the
+    document's first chunk was placed instead."""
+
+    query_id: str
+    doc_id: str
+    chunk_idx: int
+    index: int
+    injected: bool
+
+
+@dataclass(frozen=True)
+class JudgedBuild:
+    """What a judged builder made of its items: one ``Context`` and one ``Placement`` per
+    probed query (same order), and ``(query_id, reason)`` for every item it left out."""
+
+    contexts: tuple[Context, ...]
+    placements: tuple[Placement, ...]
+    excluded: tuple[tuple[str, str], ...] = ()
+
+
+@runtime_checkable
+class JudgedContextBuilder(Protocol):
+    """Optional capability: a builder that reads the relevance judgments."""
+
+    def cache_params(self) -> dict[str, object]: ...
+
+    def exclusion(self, must_abstain: bool, relevant: Sequence[str]) -> str | None:
+        """Why a query cannot be built from its judgments alone (``must_abstain``, its
+        ``relevant`` documents), or None; the run draws its query subset from the others."""
+        ...
+
+    def build_judged(self, items: Sequence[JudgedPassages], tokens: TokenCounter
+                     ) -> JudgedBuild:
+        """Contexts of the items it can build, in item order; the rest counted as excluded."""
+        ...
+
+
+@dataclass(frozen=True)
+class ContextVariant:
+    """One prompt layout of a swept context option: ``label`` goes into the config label
+    (``dense>LABEL>gen(...)``), ``params`` into the config's parameters."""
+
+    label: str
+    params: dict[str, object]
+    builder: ContextBuilder | JudgedContextBuilder
+
+
+@runtime_checkable
+class ContextSweep(Protocol):
+    """Optional capability: several layouts swept on one pool, in report order (the first
+    is the baseline of the paired comparisons)."""
+
+    def variants(self) -> list[ContextVariant]: ...
 
 
 #: how passages are tagged for citation; ``ID`` is the document id

@@ -8,6 +8,9 @@ decides where the kept passages sit in the prompt:
   the front, even ranks from the back, so ranks 1..5 are placed 1, 3, 5, 4, 2 and the two best
   passages sit at the two ends.
 
+The lost-in-the-middle PROBE (the gold passage moved among fixed distractors) is
+``bench.context.gold_position``; it renders its prompts with ``assemble`` below.
+
 Budget: ``max_tokens`` bounds the tokens of the message contents (system + user) in the
 generator's tokenizer. Passages are added in rank order while they fit; the first one that
 does not fit is cut to the remaining room when that room is at least ``min_passage_tokens``
@@ -16,7 +19,6 @@ does not fit is cut to the remaining room when that room is at least ``min_passa
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from typing import Literal
 
@@ -175,47 +177,3 @@ class BudgetedContext:
 
     def build(self, items: Sequence[RankedPassages], tokens: TokenCounter) -> list[Context]:
         return [self.build_one(item, tokens) for item in items]
-
-
-# ---------------------------------------------------------------------- lost in the middle
-
-Position = Literal["first", "middle", "last"]
-POSITIONS: tuple[Position, ...] = ("first", "middle", "last")
-
-
-def gold_index(position: Position, n_distractors: int) -> int:
-    """Where the gold passage sits among ``n_distractors + 1`` passages: 0, the middle
-    (``n_distractors // 2``, so for 4 distractors two come before it) or the end."""
-    return {"first": 0, "middle": n_distractors // 2, "last": n_distractors}[position]
-
-
-def lost_in_middle_layout(gold: Passage, distractors: Sequence[Passage], *, n: int,
-                          position: Position, seed: int) -> tuple[Passage, ...]:
-    """``n`` distractors drawn (seeded, without replacement) from ``distractors`` — passages of
-    other documents than the gold one — with the gold passage placed at ``position``.
-
-    The same seed draws the same distractors in the same order for every position, so the
-    three layouts of a query differ only in where the gold passage is (a paired comparison).
-    """
-    pool = [d for d in distractors if d.doc_id != gold.doc_id]
-    if n < 0 or n > len(pool):
-        raise ValueError(f"need {n} distractors from other documents, have {len(pool)}")
-    if position not in POSITIONS:
-        raise ValueError(f"position must be one of {POSITIONS}, got {position!r}")
-    chosen = random.Random(seed).sample(pool, n)
-    i = gold_index(position, n)
-    return (*chosen[:i], gold, *chosen[i:])
-
-
-def lost_in_middle_contexts(builder: BudgetedContext, query_id: str, query: str, gold: Passage,
-                            distractors: Sequence[Passage], tokens: TokenCounter, *, n: int,
-                            seed: int) -> dict[Position, Context]:
-    """One ``Context`` per gold position, passages in layout order (no budget selection; a
-    layout over the budget is flagged ``over_budget``, never silently cut)."""
-    out: dict[Position, Context] = {}
-    for pos in POSITIONS:
-        layout = lost_in_middle_layout(gold, distractors, n=n, position=pos, seed=seed)
-        placed = [ContextPassage(p.doc_id, p.chunk_idx, p.text, rank)
-                  for rank, p in enumerate(layout, start=1)]
-        out[pos] = builder.assemble(query_id, query, placed, tokens)
-    return out

@@ -11,12 +11,18 @@
 
 The query subset (``generation.max_queries``) is drawn by :func:`query_subset`: seeded, round
 robin over categories, so a small subset still holds every category (must-abstain included).
+A context option that reads the judgments (``JudgedContextBuilder``, e.g. the gold-position
+probe) cannot build a context for every query (no relevant document, several): the subset is
+then drawn from the queries it can build (:func:`judged_scope`), and the others are counted.
+
+A swept context option (``ContextSweep``) gets one context node per variant on the same pool,
+each followed by its own answers: ``dense>gold@middle(4)>gen(...)``.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -25,10 +31,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.chunking.base import ChunkTable
-from bench.context.base import Context, ContextBuilder, ranked_passages
+from bench.chunking.base import ChunkTable, chunk_text_field
+from bench.context.base import (
+    Context,
+    ContextBuilder,
+    ContextSweep,
+    ContextVariant,
+    JudgedContextBuilder,
+    JudgedPassages,
+    Passage,
+    Placement,
+    ranked_passages,
+)
 from bench.data.base import Dataset
 from bench.errors import ConfigError
+from bench.filters.base import eligible_gold
 from bench.generation.base import (
     Generation,
     GenerationRequest,
@@ -59,14 +76,17 @@ def check_generation_config(g: Any) -> None:
         raise ConfigError("generation.kinds", f"unknown kinds {bad}; choose from {kinds}")
 
 
-def query_subset(dataset: Dataset, max_queries: int | None, seed: int) -> tuple[str, ...]:
+def query_subset(dataset: Dataset, max_queries: int | None, seed: int,
+                 among: Collection[str] | None = None) -> tuple[str, ...]:
     """Query ids to answer, in dataset order: all of them, or ``max_queries`` drawn seeded and
-    round robin over the categories (sorted by name), so each category is represented."""
-    ids = [q.query_id for q in dataset.queries]
+    round robin over the categories (sorted by name), so each category is represented.
+    ``among``: draw only from these queries (None: every query)."""
+    queries = [q for q in dataset.queries if among is None or q.query_id in among]
+    ids = [q.query_id for q in queries]
     if max_queries is None or max_queries >= len(ids):
         return tuple(ids)
     by_cat: dict[str, list[str]] = {}
-    for q in dataset.queries:
+    for q in queries:
         by_cat.setdefault(q.category, []).append(q.query_id)
     rng = random.Random(seed)
     for cat in sorted(by_cat):
@@ -91,9 +111,13 @@ def generator_name(generator: Generator) -> str:
 
 @dataclass(frozen=True)
 class Contexts:
-    """The contexts of the answered queries, in dataset order."""
+    """The contexts of the answered queries, in dataset order. From a judged builder also
+    where each gold passage went (one ``Placement`` per context) and the subset queries it
+    left out, ``(query_id, reason)``."""
 
     contexts: tuple[Context, ...]
+    placements: tuple[Placement, ...] = ()
+    excluded: tuple[tuple[str, str], ...] = ()
 
     @property
     def query_ids(self) -> tuple[str, ...]:
@@ -102,20 +126,102 @@ class Contexts:
 
 @dataclass(frozen=True)
 class ContextOp:
-    builder: ContextBuilder
+    builder: ContextBuilder | JudgedContextBuilder
     generator: Generator
     subset: tuple[str, ...]
+    #: the run's relevance level: which judgments a judged builder reads
+    relevance_level: int = 1
     stage: str = "context"
     version: str = "1"
 
     def params(self) -> Mapping[str, Any]:
-        return {"builder": self.builder.cache_params(),
-                "tokenizer": self.generator.cache_params(), "queries": list(self.subset)}
+        params: dict[str, Any] = {"builder": self.builder.cache_params(),
+                                  "tokenizer": self.generator.cache_params(),
+                                  "queries": list(self.subset)}
+        if isinstance(self.builder, JudgedContextBuilder):  # only then: other keys stay put
+            params["relevance_level"] = self.relevance_level
+        return params
 
     def run(self, inputs: Sequence[Any], timing: TimingLog) -> Contexts:
         pool, chunks, dataset = inputs
+        if isinstance(self.builder, JudgedContextBuilder):
+            items = judged_items(pool, chunks, dataset, self.subset, self.relevance_level)
+            with timing.measure("total", len(items)):
+                built = self.builder.build_judged(items, self.generator)
+            return Contexts(built.contexts, built.placements, built.excluded)
         return Contexts(tuple(build_contexts(self.builder, self.generator, pool, chunks,
                                              dataset, self.subset, timing)))
+
+
+def relevant_docs(dataset: Dataset, relevance_level: int
+                  ) -> tuple[dict[str, tuple[str, ...]], dict[str, frozenset[str]]]:
+    """Per query id: (the corpus documents its caller may see with grade >= level, best grade
+    first then corpus order; every document with such a grade, visible or not)."""
+    docs = dataset.doc_index()
+    gold = eligible_gold(dataset)
+    visible: dict[str, tuple[str, ...]] = {}
+    judged: dict[str, frozenset[str]] = {}
+    for q in dataset.queries:
+        rel = [(-g, docs[d], d) for d, g in gold[q.query_id].items()
+               if g >= relevance_level and d in docs]
+        visible[q.query_id] = tuple(d for _, _, d in sorted(rel))
+        judged[q.query_id] = frozenset(d for d, g in q.qrels if g >= relevance_level)
+    return visible, judged
+
+
+@dataclass(frozen=True)
+class JudgedScope:
+    """Which queries a judged context builder can build from the judgments alone: the rest,
+    counted per reason over the whole dataset, are never drawn into the answered subset."""
+
+    n_queries: int
+    eligible: tuple[str, ...]
+    excluded: tuple[tuple[str, int], ...]
+
+
+def judged_scope(builder: JudgedContextBuilder, dataset: Dataset, relevance_level: int
+                 ) -> JudgedScope:
+    visible, _ = relevant_docs(dataset, relevance_level)
+    eligible: list[str] = []
+    counts: dict[str, int] = {}
+    for q in dataset.queries:
+        reason = builder.exclusion(q.must_abstain, visible[q.query_id])
+        if reason is None:
+            eligible.append(q.query_id)
+        else:
+            counts[reason] = counts.get(reason, 0) + 1
+    return JudgedScope(len(dataset.queries), tuple(eligible), tuple(counts.items()))
+
+
+def judged_items(pool: Pool, chunks: ChunkTable, dataset: Dataset, subset: Sequence[str],
+                 relevance_level: int) -> list[JudgedPassages]:
+    """Each subset query's WHOLE pool, best first, with its relevant documents and their
+    first chunks (chunk-table order; the document's text where it has no chunk)."""
+    hits = pool.hits
+    wanted = set(subset)
+    visible, judged = relevant_docs(dataset, relevance_level)
+    docs = dataset.doc_index()
+    first_rows, first_at = np.unique(chunks.doc_idx, return_index=True)
+    first_chunk = dict(zip(first_rows.tolist(), first_at.tolist(), strict=True))
+    ids = dataset.doc_ids
+    items = []
+    for q, query in enumerate(dataset.queries):
+        if query.query_id not in wanted:
+            continue
+        s, e = int(hits.offsets[q]), int(hits.offsets[q + 1])
+        ranked = ranked_passages(
+            query.query_id, query.text, [ids[int(d)] for d in hits.doc_idx[s:e]],
+            [int(c) for c in hits.chunks()[s:e]], passages(hits, chunks, dataset, q, e - s),
+            [float(x) for x in hits.scores[s:e]])
+        firsts = []
+        for doc_id in visible[query.query_id]:
+            row = first_chunk.get(docs[doc_id], -1)
+            text = (chunks.text[row] if row >= 0
+                    else chunk_text_field(dataset.documents[docs[doc_id]]))
+            firsts.append(Passage(doc_id, row, text, float("nan")))
+        items.append(JudgedPassages(ranked, visible[query.query_id], judged[query.query_id],
+                                    tuple(firsts), query.must_abstain))
+    return items
 
 
 def build_contexts(builder: ContextBuilder, tokens: Generator, pool: Pool, chunks: ChunkTable,
@@ -187,24 +293,51 @@ class GenerateOp:
 @dataclass(frozen=True)
 class GenerationSettings:
     generator: Generator
-    builder: ContextBuilder
+    builder: ContextBuilder | ContextSweep
     sampling: SamplingParams
     subset: tuple[str, ...]
     judge: Any = None  # bench.judge.base.Judge | None
     kinds: tuple[str, ...] = ()
+    relevance_level: int = 1
+    #: a judged builder's scope (which queries the subset was drawn from), else None
+    scope: JudgedScope | None = None
+
+
+def context_variants(builder: ContextBuilder | ContextSweep) -> list[ContextVariant]:
+    """The prompt layouts of a context option: its variants when swept, else itself alone
+    (empty label: the config label stays ``POOL>gen(...)``)."""
+    if isinstance(builder, ContextSweep):
+        return builder.variants()
+    return [ContextVariant("", {}, builder)]
+
+
+@dataclass(frozen=True)
+class GeneratedNodes:
+    """One generated config of a pool: its label, own params, answers node and leaf."""
+
+    label: str
+    params: dict[str, object]
+    answers: Node
+    leaf: Node
 
 
 def generation_nodes(s: GenerationSettings, pool: Node, chunk: Node, data: Node, *,
-                     label: str) -> tuple[str, Node, Node]:
-    """(label, generate node, leaf) of one pool: context -> generate [-> judge]."""
+                     label: str) -> list[GeneratedNodes]:
+    """Per context variant of one pool: context -> generate [-> judge]."""
     from bench.judge.stage import JudgeOp, judge_name
 
     name = generator_name(s.generator)
-    ctx = Node(ContextOp(s.builder, s.generator, s.subset), (pool, chunk, data),
-               f"context of {label} ({len(s.subset)} queries)")
-    gen_label = f"{label}>gen({name})"
-    gen = Node(GenerateOp(s.generator, s.sampling), (ctx,), gen_label)
-    if s.judge is None:
-        return gen_label, gen, gen
-    jlabel = f"{gen_label}>judge({judge_name(s.judge)})"
-    return gen_label, gen, Node(JudgeOp(s.judge), (gen, ctx, data), jlabel)
+    out = []
+    for v in context_variants(s.builder):
+        ctx_label = f"{label}>{v.label}" if v.label else label
+        ctx = Node(ContextOp(v.builder, s.generator, s.subset, s.relevance_level),
+                   (pool, chunk, data), f"context of {ctx_label} ({len(s.subset)} queries)")
+        gen_label = f"{ctx_label}>gen({name})"
+        gen = Node(GenerateOp(s.generator, s.sampling), (ctx,), gen_label)
+        if s.judge is None:
+            out.append(GeneratedNodes(gen_label, dict(v.params), gen, gen))
+            continue
+        jlabel = f"{gen_label}>judge({judge_name(s.judge)})"
+        out.append(GeneratedNodes(gen_label, dict(v.params), gen,
+                                  Node(JudgeOp(s.judge), (gen, ctx, data), jlabel)))
+    return out

@@ -21,9 +21,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from bench.context.gold_position import REASONS, GoldAt
 from bench.data.base import Dataset
 from bench.generation.base import Generation
-from bench.generation.stage import Contexts, generator_name
+from bench.generation.stage import Contexts, JudgedScope, generator_name
 from bench.judge.base import Verdict, schema_validity
 from bench.judge.stage import judge_generator, judge_metrics, judge_name, verdict_values
 from bench.metrics.answer import AbstentionReport, answer_items
@@ -40,7 +41,7 @@ from bench.pipeline.components import Components
 from bench.pipeline.executor import Executor
 from bench.pipeline.plan import ConfigSpec
 from bench.pipeline.scoring import ConfigScores, SummarySettings, summarize_values
-from bench.results.records import ConfigRow, GenerationSummary
+from bench.results.records import ConfigRow, GenerationSummary, GoldProbeSummary
 
 _NOT_EXPECTED = (NOT_APPLICABLE, NO_REFERENCE)
 
@@ -182,6 +183,30 @@ def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
         judge_counts=tuple(counts),
         judge_model=None if comps.judge is None
         else generator_name(judge_generator(comps.judge)))
+
+
+def gold_probe_summary(spec: ConfigSpec, executor: Executor, scope: JudgedScope | None
+                       ) -> GoldProbeSummary | None:
+    """A gold-position config's placement figures (None for any other generated config)."""
+    assert spec.answers is not None
+    node = spec.answers.inputs[0]
+    builder = node.op.builder
+    if not isinstance(builder, GoldAt):
+        return None
+    assert scope is not None, "a judged context builder draws its subset from a scope"
+    ctx: Contexts = executor.value(node)
+    counts = dict(scope.excluded)
+    for _, reason in ctx.excluded:
+        counts[reason] = counts.get(reason, 0) + 1
+    order = {r: i for i, r in enumerate(REASONS)}
+    excluded = tuple(sorted(counts.items(), key=lambda kv: (order.get(kv[0], len(order)),
+                                                            kv[0])))
+    return GoldProbeSummary(
+        config_id=spec.config_id, label=spec.label, position=builder.position,
+        gold_index=builder.index, n_distractors=builder.n_distractors,
+        n_dataset_queries=scope.n_queries, n_eligible=len(scope.eligible),
+        n_drawn=len(node.op.subset), n_probed=len(ctx.contexts),
+        n_injected=sum(p.injected for p in ctx.placements), excluded=excluded)
 
 
 def with_generation_latency(row: ConfigRow, g: GenerationSummary | None) -> ConfigRow:

@@ -11,7 +11,7 @@ from bench.budget.base import Budget
 from bench.chunking.base import Chunker
 from bench.config.build import build
 from bench.config.toplevel import validate_top_level_config
-from bench.context.base import ContextBuilder
+from bench.context.base import ContextBuilder, ContextSweep
 from bench.data.base import DatasetSource
 from bench.embedding.base import Embedder
 from bench.errors import ConfigError
@@ -46,7 +46,7 @@ class Components:
     reporter: Reporter | None
     #: generation variants (all None for a retrieval-only run)
     generator: Generator | None = None
-    context: ContextBuilder | None = None
+    context: ContextBuilder | ContextSweep | None = None
     answers: AnswerChecks | None = None
     judge: Judge | None = None
 
@@ -79,7 +79,8 @@ def build_components(cfg: DictConfig, device: str) -> Components:
     )
 
 
-def build_generation(cfg: DictConfig) -> tuple[Generator | None, ContextBuilder | None,
+def build_generation(cfg: DictConfig) -> tuple[Generator | None,
+                                                ContextBuilder | ContextSweep | None,
                                                 AnswerChecks | None, Judge | None]:
     """The generator, context builder, answer checks and judge of a run.
 

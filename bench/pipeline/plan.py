@@ -249,17 +249,19 @@ def plan(comps: Components, dataset: Dataset, *, device: str, relevance_level: i
 
 def generated_specs(g: GenerationSettings, pools: list[ConfigSpec], chunk: Node,
                     data: Node) -> list[ConfigSpec]:
-    """One generated config per pool config (of ``g.kinds``; empty: every kind): the pool's
-    chain, then context -> generate [-> judge]. Its parent is the pool config."""
+    """Per pool config (of ``g.kinds``; empty: every kind) and context variant, one generated
+    config: the pool's chain, then context -> generate [-> judge]. Its parent is the pool
+    config; the variants of a swept context option share the pool node."""
     out = []
     for p in pools:
         if g.kinds and p.kind not in g.kinds:
             continue
-        label, gen, leaf = generation_nodes(g, p.leaf, chunk, data, label=p.label)
-        params = {**p.params, "generator": label.rsplit(">gen(", 1)[1].rstrip(")"),
-                  "answered_queries": len(g.subset),
-                  "judge": None if leaf is gen else leaf.label.rsplit(">judge(", 1)[1][:-1]}
-        out.append(ConfigSpec(config_id_of(leaf), label, "generated", leaf, params, p.config_id,
-                              p.filter_pair, pool=p.leaf, answers=gen))
+        for n in generation_nodes(g, p.leaf, chunk, data, label=p.label):
+            params = {**p.params, **n.params,
+                      "generator": n.label.rsplit(">gen(", 1)[1].rstrip(")"),
+                      "answered_queries": len(g.subset),
+                      "judge": None if n.leaf is n.answers
+                      else n.leaf.label.rsplit(">judge(", 1)[1][:-1]}
+            out.append(ConfigSpec(config_id_of(n.leaf), n.label, "generated", n.leaf, params,
+                                  p.config_id, p.filter_pair, pool=p.leaf, answers=n.answers))
     return out
-

@@ -353,6 +353,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         "peak_rss_bytes": peak_rss_bytes(),
         "filter_decisions": [asdict(d) for d in decisions],
         "generation": generation_json(done),
+        "lost_in_middle": [asdict(p) for p in done.gold_probes.values()] or None,
         "failed_gates": failed,
         "wall_s": wall_s,
     })
@@ -369,7 +370,8 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
             filters_enabled=done.comps.filters is not None, chunk_report=chunk_report,
             failed_gates=tuple(failed), wall_s=wall_s,
             resources=tuple(done.telemetry.samples),
-            generation=tuple(done.generation.values())))
+            generation=tuple(done.generation.values()),
+            gold_probes=tuple(done.gold_probes.values())))
     log.info("run %s finished in %.1fs: %s", run_id, wall_s, run_dir)
     return RunResult(run_dir, run_id, 3 if failed else 0, tuple(summary_rows), cache_hits,
                      tuple(failed))

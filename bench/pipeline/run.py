@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 from bench.cache.store import ArtifactStore
 from bench.config.build import build
 from bench.config.toplevel import check_gate_categories
+from bench.context.base import JudgedContextBuilder
 from bench.data.base import Dataset
 from bench.embedding.stage import Embeddings
 from bench.errors import BenchError, ConfigError
@@ -29,13 +30,19 @@ from bench.filters.base import FilterOutcome, eligible_gold
 from bench.filters.hard_vs_soft import HardVsSoft
 from bench.filters.stage import FilteredPool
 from bench.generation.base import SamplingParams
-from bench.generation.stage import GenerationSettings, query_subset
+from bench.generation.stage import (
+    GenerationSettings,
+    context_variants,
+    judged_scope,
+    query_subset,
+)
 from bench.index.base import SearchResult
 from bench.metrics.engine import Qrels
 from bench.pipeline.answers import (
     answer_values,
     answered,
     generation_summary,
+    gold_probe_summary,
     merge_answer_scores,
 )
 from bench.pipeline.components import Components, build_components, validate_top_level
@@ -51,7 +58,12 @@ from bench.pipeline.scoring import (
     score_hits,
     unscored,
 )
-from bench.results.records import FilterDecisionRecord, GenerationSummary, SummaryRow
+from bench.results.records import (
+    FilterDecisionRecord,
+    GenerationSummary,
+    GoldProbeSummary,
+    SummaryRow,
+)
 from bench.retrieval.base import Pool
 from bench.telemetry.base import StageTiming, Telemetry
 from bench.telemetry.basic import BasicTelemetry
@@ -111,6 +123,8 @@ class Executed:
     generation: dict[str, GenerationSummary] = field(default_factory=dict)
     #: the budget probe (None: no budget)
     probe: ProbeOutcome | None = None
+    #: lost-in-the-middle configs' placement figures by config id (context=gold_position)
+    gold_probes: dict[str, GoldProbeSummary] = field(default_factory=dict)
 
 
 def run(cfg: DictConfig, run_dir: Path) -> RunResult:
@@ -135,8 +149,9 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     check_gate_categories(cfg.gates, {q.category for q in dataset.queries})
 
     m = cfg.metrics
+    gen_settings = generation_settings(cfg, comps, dataset)
     the_plan = plan(comps, dataset, device=device, relevance_level=m.relevance_level,
-                    generation=generation_settings(cfg, comps, dataset))
+                    generation=gen_settings)
     executor = Executor(store, telemetry, device)
     if cfg.plan_only:
         from bench.pipeline.record import write_plan
@@ -168,6 +183,7 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     exp_ids, exp_cats = expected_queries(dataset, gold, m.relevance_level)
     scores: list[ConfigScores] = []
     gen_summaries: dict[str, GenerationSummary] = {}
+    gold_probes: dict[str, GoldProbeSummary] = {}
     for i, c in enumerate(configs):
         if c.pool is None:
             scores.append(unscored(c.spec.config_id, "pruned", exp_ids, exp_cats,
@@ -183,6 +199,10 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
                 s = merge_answer_scores(s, dataset, rows, got.generations, settings)
                 gen_summaries[c.spec.config_id] = generation_summary(c.spec, comps, got,
                                                                      abstention)
+                gp = gold_probe_summary(c.spec, executor,
+                                        None if gen_settings is None else gen_settings.scope)
+                if gp is not None:
+                    gold_probes[c.spec.config_id] = gp
             ms = (time.perf_counter() - t0) * 1000.0
         log.info("stage %-10s %s %s: %d queries scored in %.0f ms", "metrics",
                  c.spec.config_id, c.spec.label, len(s.query_ids), ms)
@@ -190,7 +210,8 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
         configs[i] = replace(c, timings=(
             *c.timings, StageTiming("metrics", "total", len(s.query_ids), ms, "cpu")))
     done = Executed(run_id, cfg, device, dataset, the_plan, executor, tuple(configs),
-                    tuple(scores), data_timing, telemetry, comps, gen_summaries, probe)
+                    tuple(scores), data_timing, telemetry, comps, gen_summaries, probe,
+                    gold_probes)
     # generated configs repeat their pool's retrieval values: they are compared with each
     # other on answer metrics only (below), never counted again in the retrieval comparisons
     kept = [s for c, s in zip(configs, scores, strict=True)
@@ -213,8 +234,16 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     generated = [s for c, s in zip(configs, scores, strict=True)
                  if c.pool is not None and c.spec.kind == "generated"]
     answer_metrics = [k for k in (generated[0].values if generated else {}) if k not in names]
+    by_gen = {s.config_id: s for s in generated}
     comparisons += compare(generated, answer_metrics, resamples=m.bootstrap_resamples,
                            confidence=m.confidence, seed=cfg.seed)
+    # the positions of a gold-position probe are also paired with their own first position
+    # when that is not the baseline above (several pools probed in one run)
+    for group in probe_groups(configs, gold_probes).values():
+        gscores = [by_gen[cid] for cid in group if cid in by_gen]
+        if len(gscores) > 1 and generated and gscores[0].config_id != generated[0].config_id:
+            comparisons += compare(gscores, answer_metrics, resamples=m.bootstrap_resamples,
+                                   confidence=m.confidence, seed=cfg.seed)
     decisions = filter_decisions(done)
     from bench.pipeline.record import write_results
 
@@ -249,17 +278,39 @@ def execute_config(spec: ConfigSpec, the_plan: Plan, executor: Executor,
 
 def generation_settings(cfg: DictConfig, comps: Components, dataset: Dataset
                         ) -> GenerationSettings | None:
-    """What the plan needs to add answers to each pool config (None: no generator)."""
+    """What the plan needs to add answers to each pool config (None: no generator).
+
+    A context option that reads the judgments draws the subset from the queries it can build
+    a context for; the others are counted per reason (``GenerationSettings.scope``)."""
     if comps.generator is None or comps.context is None:
         return None
     g = cfg.generation
-    subset = query_subset(dataset, g.max_queries, g.seed)
+    level = cfg.metrics.relevance_level
+    judged = [v.builder for v in context_variants(comps.context)
+              if isinstance(v.builder, JudgedContextBuilder)]
+    scope = judged_scope(judged[0], dataset, level) if judged else None
+    subset = query_subset(dataset, g.max_queries, g.seed,
+                          None if scope is None else set(scope.eligible))
     sampling = SamplingParams(max_tokens=g.max_tokens, temperature=g.temperature,
                               top_p=g.top_p, seed=g.seed)
     log.info("generation: %d of %d queries answered per config (seed %d)", len(subset),
              len(dataset.queries), g.seed)
+    if scope is not None:
+        log.info("context: %d of %d queries can be probed (%s); the subset is drawn from them",
+                 len(scope.eligible), scope.n_queries,
+                 ", ".join(f"{n} {r}" for r, n in scope.excluded) or "none excluded")
     return GenerationSettings(comps.generator, comps.context, sampling, subset, comps.judge,
-                              tuple(g.kinds))
+                              tuple(g.kinds), level, scope)
+
+
+def probe_groups(configs: list[ConfigRun], probes: dict[str, GoldProbeSummary]
+                 ) -> dict[str, list[str]]:
+    """Config ids of the gold-position configs per parent pool, in plan order."""
+    groups: dict[str, list[str]] = {}
+    for c in configs:
+        if c.spec.config_id in probes and c.spec.parent_id is not None:
+            groups.setdefault(c.spec.parent_id, []).append(c.spec.config_id)
+    return groups
 
 
 def ann_recall(chunk_res: SearchResult, exact: SearchResult, docs: Embeddings,

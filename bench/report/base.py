@@ -17,6 +17,7 @@ from bench.results.records import (
     ConfigRow,
     FilterDecisionRecord,
     GenerationSummary,
+    GoldProbeSummary,
     SummaryRow,
 )
 from bench.telemetry.base import ResourceSample, StageTiming
@@ -63,6 +64,8 @@ class RunReport:
     resources: tuple[ResourceSample, ...]
     #: generated configs' answer figures (empty for a retrieval-only run)
     generation: tuple[GenerationSummary, ...] = ()
+    #: lost-in-the-middle positions (context=gold_position), in plan order
+    gold_probes: tuple[GoldProbeSummary, ...] = ()
     #: passages longer than the embedder's maximum length (embedded truncated)
     n_truncated_chunks: int = 0
     #: queries of the source left out for having no positive judgement, and why

@@ -1,12 +1,13 @@
 """The report's "Answers and judges" section: answer metrics, judge metrics with their
-no-claims / invalid counts, abstention, generation latency and judge schema validity."""
+no-claims / invalid counts, abstention, generation latency and judge schema validity; and the
+"Lost in the middle" section (context=gold_position): answer accuracy per gold position."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from bench.report.base import ConfigReport, RunReport
-from bench.results.records import GenerationSummary, SummaryRow
+from bench.results.records import GenerationSummary, GoldProbeSummary, SummaryRow
 
 #: answer-check metrics shown (in this order) when the run has them
 ANSWER_ROWS = ("exact_match", "token_f1", "claims_coverage", "answer_correct", "abstained")
@@ -88,3 +89,75 @@ def _validity(g: GenerationSummary) -> str:
     if not g.judge_calls:
         return "-"
     return f"{_f(g.judge_schema_validity)} ({g.judge_schema_valid}/{g.judge_calls})"
+
+
+#: the answer metrics of the lost-in-the-middle table: (metric, column name)
+PROBE_METRICS = (("answer_correct", "accuracy"), ("token_f1", "token F1"))
+
+
+def _delta(r: RunReport, base: str, config_id: str, metric: str) -> tuple[str, str]:
+    """(Δ [CI], Holm p) of ``config_id`` vs ``base`` on ``metric`` over all queries."""
+    if config_id == base:
+        return "(baseline)", "-"
+    cmp = next((c for c in r.comparisons if c.baseline_config_id == base
+                and c.config_id == config_id and c.metric == metric and c.scope == "all"), None)
+    if cmp is None:
+        return "-", "-"
+    return (f"{cmp.delta:+.3f} [{cmp.ci_low:+.3f}, {cmp.ci_high:+.3f}] (n={cmp.n})",
+            f"{cmp.p_holm:.3f}")
+
+
+def lost_in_middle_section(r: RunReport) -> list[str]:
+    """Accuracy and token F1 per gold position, each position paired with the first one."""
+    if not r.gold_probes:
+        return []
+    by_id = {c.config_id: c for c in r.configs}
+    groups: dict[str | None, list[GoldProbeSummary]] = {}
+    for p in r.gold_probes:
+        parent = by_id[p.config_id].ops.parent_config_id if p.config_id in by_id else None
+        groups.setdefault(parent, []).append(p)
+    p0 = r.gold_probes[0]
+    n = p0.n_distractors
+    base_pos = groups[next(iter(groups))][0].position
+    lines = ["## Lost in the middle", "",
+             f"The gold passage (the best-ranked pool passage of the query's relevant document) "
+             f"at position first / middle / last (index 0, {n // 2}, {n}) among {n} hard "
+             "distractors: the best-ranked pool passages of non-relevant documents, the same "
+             "passages in the same order at every position, so only the gold moves. Accuracy "
+             "is the answer checks' `answer_correct` flag, token F1 is SQuAD-normalised; "
+             "means over the probed queries with n and 95 % bootstrap percentile CIs. "
+             f"Δ = position − {base_pos}, paired per query on the "
+             "same queries: 95 % bootstrap CI of the mean difference, sign-flip randomization "
+             "p, Holm-adjusted across the positions.", "",
+             "| config | position | gold at | n | " + " | ".join(
+                 f"{name} (95 % CI)" for _, name in PROBE_METRICS) + " | " + " | ".join(
+                 f"Δ {name} vs {base_pos} (95 % CI) | p Holm" for _, name in PROBE_METRICS)
+             + " | gold injected |",
+             "|---|---|---:|---:|" + "---|" * len(PROBE_METRICS)
+             + "---|---:|" * len(PROBE_METRICS) + "---:|"]
+    for members in groups.values():
+        base = members[0].config_id
+        for p in members:
+            rows = by_id[p.config_id].summary if p.config_id in by_id else ()
+            cells = [_cell(_row(rows, m)) for m, _ in PROBE_METRICS]
+            deltas = [x for m, _ in PROBE_METRICS for x in _delta(r, base, p.config_id, m)]
+            lines.append(f"| {p.label} | {p.position} | {p.gold_index} | {p.n_probed} | "
+                         + " | ".join(cells) + " | " + " | ".join(deltas)
+                         + f" | {p.n_injected} |")
+    before = [(k, c) for k, c in p0.excluded if k in ("must_abstain", "no_gold", "multi_gold")]
+    after = [(k, c) for k, c in p0.excluded if (k, c) not in before]
+    lines += ["", f"Queries: {p0.n_dataset_queries} in the dataset; not probe-able from the "
+              "judgments, so never drawn: "
+              + (", ".join(f"{c} {k}" for k, c in before) or "none")
+              + f"; {p0.n_eligible} probe-able, {p0.n_drawn} drawn (seeded, round robin over "
+              "categories); left out on the pool: "
+              + (", ".join(f"{c} {k}" for k, c in after) or "none")
+              + f"; {p0.n_probed} probed at every position. Gold injected: the pool held no "
+              "passage of the relevant document, so its first chunk was placed.", ""]
+    gen = next((g.generator for g in r.generation if g.config_id == p0.config_id), "")
+    size = next((s for s in SMALL_MODELS if s in gen.lower()), None)
+    if size is not None:
+        lines += [f"**A {size.upper()}-parameter model ({gen}) answers here: these figures are "
+                  "a plumbing check of the experiment, not a measurement of positional "
+                  "bias.**", ""]
+    return lines

@@ -10,7 +10,7 @@ import numpy as np
 
 from bench.config.build import OptionError
 from bench.report.base import ConfigReport, RunReport
-from bench.report.generation import generation_section
+from bench.report.generation import generation_section, lost_in_middle_section
 from bench.report.pareto import pareto_front
 from bench.results.records import Comparison, SummaryRow
 from bench.results.write import atomic_write_bytes
@@ -63,6 +63,7 @@ class MarkdownReport:
         lines += self._overview(r)
         lines += self._comparisons(r)
         lines += generation_section(r)
+        lines += lost_in_middle_section(r)
         lines += self._reranking(r)
         lines += self._decisions(r)
         for c in r.configs:

@@ -198,3 +198,29 @@ class GenerationSummary:
     judge_counts: tuple[tuple[str, int, int, int, int], ...] = ()
     #: the judge's model (short name), None without a judge
     judge_model: str | None = None
+
+
+@dataclass(frozen=True)
+class GoldProbeSummary:
+    """One position of the lost-in-the-middle probe (``context=gold_position``): where the
+    gold passage sat, on how many queries, and which queries could not be probed.
+
+    ``excluded``: (reason, count) — reasons decided from the judgments over the whole dataset
+    (``must_abstain``, ``no_gold``, ``multi_gold``: never drawn into the subset) and then those
+    decided on the pool for the drawn queries (``few_distractors``, ``over_budget``).
+    ``n_eligible``: dataset queries the subset was drawn from; ``n_drawn``: the subset;
+    ``n_probed``: contexts built; ``n_injected``: of those, gold passages placed from the chunk
+    table because the pool held none.
+    """
+
+    config_id: str
+    label: str
+    position: str
+    gold_index: int
+    n_distractors: int
+    n_dataset_queries: int
+    n_eligible: int
+    n_drawn: int
+    n_probed: int
+    n_injected: int
+    excluded: tuple[tuple[str, int], ...] = ()
