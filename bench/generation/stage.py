@@ -53,20 +53,26 @@ def check_generation_config(g: Any) -> None:
         raise ConfigError("generation.temperature", f"must be >= 0, got {g.temperature}")
     if not 0 < g.top_p <= 1:
         raise ConfigError("generation.top_p", f"must be in (0, 1], got {g.top_p}")
+    if g.memo and g.temperature > 0:
+        raise ConfigError("generation.memo", "memoises greedy answers only: needs "
+                          f"generation.temperature=0, got {g.temperature}")
     kinds = ("dense", "lexical", "fused", "reranked")
     bad = [k for k in g.kinds if k not in kinds]
     if bad:
         raise ConfigError("generation.kinds", f"unknown kinds {bad}; choose from {kinds}")
 
 
-def query_subset(dataset: Dataset, max_queries: int | None, seed: int) -> tuple[str, ...]:
+def query_subset(dataset: Dataset, max_queries: int | None, seed: int, *,
+                 answerable_only: bool = False) -> tuple[str, ...]:
     """Query ids to answer, in dataset order: all of them, or ``max_queries`` drawn seeded and
-    round robin over the categories (sorted by name), so each category is represented."""
-    ids = [q.query_id for q in dataset.queries]
+    round robin over the categories (sorted by name), so each category is represented.
+    ``answerable_only``: draw from the queries that are not must-abstain."""
+    pool = [q for q in dataset.queries if not (answerable_only and q.must_abstain)]
+    ids = [q.query_id for q in pool]
     if max_queries is None or max_queries >= len(ids):
         return tuple(ids)
     by_cat: dict[str, list[str]] = {}
-    for q in dataset.queries:
+    for q in pool:
         by_cat.setdefault(q.category, []).append(q.query_id)
     rng = random.Random(seed)
     for cat in sorted(by_cat):
@@ -192,6 +198,8 @@ class GenerationSettings:
     subset: tuple[str, ...]
     judge: Any = None  # bench.judge.base.Judge | None
     kinds: tuple[str, ...] = ()
+    #: add the exact (flat) pool as the first config when the index is approximate
+    exact_reference: bool = False
 
 
 def generation_nodes(s: GenerationSettings, pool: Node, chunk: Node, data: Node, *,
