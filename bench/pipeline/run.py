@@ -154,13 +154,13 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     try:
         configs = []
         for spec in the_plan.configs:
-            before = [m.counts.snapshot() for m in memo]
+            before = [g.counts.snapshot() for g in memo]
             configs.append(execute_config(spec, the_plan, executor, probe.pruned, data_timing))
             if memo and spec.kind == "generated":
                 memo_by_config[spec.config_id] = sum_counts(
-                    [m.counts.since(b) for m, b in zip(memo, before, strict=True)])
-        for m in memo:
-            m.log_summary("this run")
+                    [g.counts.since(b) for g, b in zip(memo, before, strict=True)])
+        for g in memo:
+            g.log_summary("this run")
     finally:  # a managed server or a GPU engine is released even when a stage fails
         if comps.generator is not None:
             comps.generator.close()
