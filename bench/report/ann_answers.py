@@ -54,6 +54,7 @@ SWEEP_ANN_ANSWERS = pa.schema([
         pa.field(f"{m}_n_paired", pa.int64(), nullable=True),
         pa.field(f"{m}_p_holm", pa.float64(), nullable=True))),
     pa.field("faithfulness_no_claims", pa.int64(), nullable=False),
+    pa.field("faithfulness_invalid", pa.int64(), nullable=False),
 ])
 
 
@@ -80,6 +81,8 @@ class AnswerCostRow:
     answers: dict[str, Mean]
     deltas: dict[str, Comparison | None]
     no_claims: int
+    #: faithfulness verdicts that failed the judge's schema after its retries
+    invalid: int = 0
 
 
 def _mean(rows: Sequence[SummaryRow], metric: str) -> Mean:
@@ -112,7 +115,7 @@ def table(rows: Sequence[AnswerCostRow], *, with_jobs: bool) -> list[str]:
     answered = any(r.ann_recall_answered is not None for r in rows)
     head += ["config", "ANN recall@10"] + (["ANN recall@10 (answered)"] if answered else [])
     head += ["nDCG@10 [95 % CI]", "token F1 [95 % CI] (n)", "Δ token F1 vs exact [95 % CI]",
-             "p Holm", "faithfulness [95 % CI] (n, no_claims)", "Δ faithfulness vs exact "
+             "p Holm", "faithfulness [95 % CI] (n, no_claims, invalid)", "Δ faithfulness vs exact "
              "[95 % CI]", "p Holm"]
     lines = ["| " + " | ".join(head) + " |",
              "|" + "|".join("---" if i < (2 if with_jobs else 1) else "---:"
@@ -128,15 +131,17 @@ def table(rows: Sequence[AnswerCostRow], *, with_jobs: bool) -> list[str]:
         d_f1, p_f1 = _delta(r.deltas.get("token_f1"), r.is_reference)
         d_fa, p_fa = _delta(r.deltas.get("faithfulness"), r.is_reference)
         cells += [_cell(r.ndcg), f"{_cell(f1)} (n={f1.n})", d_f1, p_f1,
-                  f"{_cell(fa)} (n={fa.n}, no_claims={r.no_claims})", d_fa, p_fa]
+                  f"{_cell(fa)} (n={fa.n}, no_claims={r.no_claims}, invalid={r.invalid})",
+                  d_fa, p_fa]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
 NOTE = ("Δ = config − exact reference, paired per query on the answered queries both have a "
         "value for (95 % paired bootstrap percentile CI, sign-flip p, Holm across the configs "
-        "compared with the reference). Faithfulness leaves out answers with no claims (counted "
-        "as no_claims, never scored). ANN recall@10 is tie-tolerant, vs the exact top-10 chunks "
+        "compared with the reference). Faithfulness leaves out answers with no claims "
+        "(no_claims) and verdicts that failed the judge's schema after its retries (invalid): "
+        "both counted, never scored. ANN recall@10 is tie-tolerant, vs the exact top-10 chunks "
         "(METRICS.md); ANN recall@10 and nDCG@10 are over every query with a relevant "
         "document, not only the answered subset.")
 
@@ -159,10 +164,11 @@ def run_section(r: RunReport) -> list[str]:
                            and x.config_id == g.config_id and x.scope == "all"
                            and x.metric == m), None) for m in ANSWER_METRICS}
         no_claims = sum(nc for m, _n, nc, _i, _f in g.judge_counts if m == "faithfulness")
+        invalid = sum(i for m, _n, _nc, i, _f in g.judge_counts if m == "faithfulness")
         rows.append(AnswerCostRow(
             "", g.config_id, g.label, g is ref, _mean(c.summary, "ann_recall@10").mean, None,
             _mean(c.summary, "ndcg@10"), {m: _mean(c.summary, m) for m in ANSWER_METRICS},
-            deltas, no_claims))
+            deltas, no_claims, invalid))
     lines = [f"## {TITLE}", ""]
     if not is_exact:
         lines += [f"(The baseline `{ref.label}` is the run's first generated config, not an "
@@ -243,7 +249,7 @@ def sweep_rows(sweep_dir: Path, jobs: Sequence[str]) -> list[AnswerCostRow]:
             _summary_mean(summ, cid, "ann_recall@10").mean, _answered_recall(s),
             _summary_mean(summ, cid, "ndcg@10"),
             {m: _summary_mean(summ, cid, m) for m in ANSWER_METRICS}, deltas,
-            _count(s, "faithfulness", "no_claims")))
+            _count(s, "faithfulness", "no_claims"), _count(s, "faithfulness", "invalid")))
     return rows
 
 
@@ -287,7 +293,8 @@ def sweep_records(rows: Sequence[AnswerCostRow]) -> list[dict[str, Any]]:
             "reference_config_id": ref, "is_reference": r.is_reference,
             "ann_recall_at_10": r.ann_recall, "ann_recall_at_10_answered": r.ann_recall_answered,
             "ndcg_at_10": r.ndcg.mean, "ndcg_at_10_ci_low": r.ndcg.ci_low,
-            "ndcg_at_10_ci_high": r.ndcg.ci_high, "faithfulness_no_claims": r.no_claims}
+            "ndcg_at_10_ci_high": r.ndcg.ci_high, "faithfulness_no_claims": r.no_claims,
+            "faithfulness_invalid": r.invalid}
         for m in ANSWER_METRICS:
             a, c = r.answers[m], r.deltas.get(m)
             rec.update({m: a.mean, f"{m}_ci_low": a.ci_low, f"{m}_ci_high": a.ci_high,

@@ -159,7 +159,12 @@ def test_ann_answers_run_and_sweep_reports(compose_cfg, tmp_path: Path) -> None:
                 r["token_f1_n_paired"], r["token_f1_p_holm"]) == pytest.approx(
             (c["delta"], c["ci_low"], c["ci_high"], c["n"], c["p_holm"]))
         assert r["ann_recall_at_10_answered"] is not None
-    assert rows[1]["faithfulness_n"] + rows[1]["faithfulness_no_claims"] <= 8
+    # Echo: "I don't know" (no claims) for query numbers divisible by 3, non-JSON verdicts
+    # for numbers 1 modulo 4 (invalid); every other answer scored
+    assert rows[1]["faithfulness_no_claims"] > 0 and rows[1]["faithfulness_invalid"] > 0
+    assert (rows[1]["faithfulness_n"] + rows[1]["faithfulness_no_claims"]
+            + rows[1]["faithfulness_invalid"]) == 8
+    assert "invalid=" in text
     # a job without a reference leaves the section out
     shutil.rmtree(sweep / "0")
     (sweep / "1" / "run.json").write_text(json.dumps({**json.loads(
