@@ -78,6 +78,13 @@ class GenerationConfig:
     queries included). ``kinds``: config kinds that get answers (empty: every config; e.g.
     ``[reranked]`` to answer only from reranked pools). ``max_tokens`` / ``temperature`` /
     ``top_p``: answer sampling; ``seed`` draws the subset and seeds sampling.
+    ``answerable_only``: draw the subset from the queries that are not must-abstain.
+    ``exact_reference``: when the index is approximate, add the EXACT pool (a flat index
+    over the same document embeddings) as the run's first config and answer from it, so every
+    ANN setting's answers are paired against exact answers on the same queries.
+    ``memo``: answer identical prompts once (generator identity, sampling, seed, messages,
+    schema), across the configs of a run and across runs, in the artifact store; greedy
+    decoding (temperature 0) only. Judge requests go through the same memo.
     """
 
     max_queries: int | None = None
@@ -86,6 +93,9 @@ class GenerationConfig:
     max_tokens: int = 128
     temperature: float = 0.0
     top_p: float = 1.0
+    answerable_only: bool = False
+    exact_reference: bool = False
+    memo: bool = False
 
 
 @dataclass

@@ -70,6 +70,9 @@ def check_generation_config(g: Any) -> None:
         raise ConfigError("generation.temperature", f"must be >= 0, got {g.temperature}")
     if not 0 < g.top_p <= 1:
         raise ConfigError("generation.top_p", f"must be in (0, 1], got {g.top_p}")
+    if g.memo and g.temperature > 0:
+        raise ConfigError("generation.memo", "memoises greedy answers only: needs "
+                          f"generation.temperature=0, got {g.temperature}")
     kinds = ("dense", "lexical", "fused", "reranked")
     bad = [k for k in g.kinds if k not in kinds]
     if bad:
@@ -77,11 +80,14 @@ def check_generation_config(g: Any) -> None:
 
 
 def query_subset(dataset: Dataset, max_queries: int | None, seed: int,
-                 among: Collection[str] | None = None) -> tuple[str, ...]:
+                 among: Collection[str] | None = None, *,
+                 answerable_only: bool = False) -> tuple[str, ...]:
     """Query ids to answer, in dataset order: all of them, or ``max_queries`` drawn seeded and
     round robin over the categories (sorted by name), so each category is represented.
-    ``among``: draw only from these queries (None: every query)."""
-    queries = [q for q in dataset.queries if among is None or q.query_id in among]
+    ``among``: draw only from these queries (None: every query); ``answerable_only``: draw
+    from the queries that are not must-abstain."""
+    queries = [q for q in dataset.queries if (among is None or q.query_id in among)
+               and not (answerable_only and q.must_abstain)]
     ids = [q.query_id for q in queries]
     if max_queries is None or max_queries >= len(ids):
         return tuple(ids)
@@ -301,6 +307,8 @@ class GenerationSettings:
     relevance_level: int = 1
     #: a judged builder's scope (which queries the subset was drawn from), else None
     scope: JudgedScope | None = None
+    #: add the exact (flat) pool as the first config when the index is approximate
+    exact_reference: bool = False
 
 
 def context_variants(builder: ContextBuilder | ContextSweep) -> list[ContextVariant]:

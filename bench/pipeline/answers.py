@@ -24,6 +24,7 @@ import numpy as np
 from bench.context.gold_position import REASONS, GoldAt
 from bench.data.base import Dataset
 from bench.generation.base import Generation
+from bench.generation.memo import MemoCounts
 from bench.generation.stage import Contexts, JudgedScope, generator_name
 from bench.judge.base import Verdict, schema_validity
 from bench.judge.stage import judge_generator, judge_metrics, judge_name, verdict_values
@@ -140,7 +141,8 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 
 def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
-                       abstention: AbstentionReport | None) -> GenerationSummary:
+                       abstention: AbstentionReport | None,
+                       memo: MemoCounts | None = None) -> GenerationSummary:
     ok = [g for g in a.generations if g.status == "ok"]
     ttft = _pcts([g.ttft_ms for g in ok if g.ttft_ms is not None])
     tpot = _pcts([g.tpot_ms for g in ok if g.tpot_ms is not None])
@@ -182,7 +184,9 @@ def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
         judge_invalid=sum(v.status == INVALID for v in a.verdicts),
         judge_counts=tuple(counts),
         judge_model=None if comps.judge is None
-        else generator_name(judge_generator(comps.judge)))
+        else generator_name(judge_generator(comps.judge)),
+        memo=None if memo is None else (memo.answer_hits, memo.answer_misses,
+                                        memo.judge_hits, memo.judge_misses))
 
 
 def gold_probe_summary(spec: ConfigSpec, executor: Executor, scope: JudgedScope | None

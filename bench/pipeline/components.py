@@ -96,6 +96,8 @@ def build_generation(cfg: DictConfig) -> tuple[Generator | None,
             raise ConfigError("judge", "judges read generated answers: set generator=... too")
         return None, None, None, None
     check_generation_config(cfg.generation)
+    if cfg.generation.memo:
+        generator = memoised(generator, cfg)
     context = build(cfg.context, "context")
     if context is None:
         raise ConfigError("context", "a generator needs a context builder (context=budgeted)")
@@ -108,8 +110,20 @@ def build_generation(cfg: DictConfig) -> tuple[Generator | None,
             judge_gen = build(node.pop("generator"), "judge.generator")
             if judge_gen is None:  # `_target_: null` in the block: the run's generator
                 judge_gen = generator
+            elif cfg.generation.memo:
+                judge_gen = memoised(judge_gen, cfg)
         judge = build(node, "judge", generator=judge_gen)
     return generator, context, answers, judge
+
+
+def memoised(generator: Generator, cfg: DictConfig) -> Generator:
+    """``generator`` behind the prompt memo (``generation.memo``), stored in the run's cache."""
+    from pathlib import Path
+
+    from bench.cache.store import ArtifactStore
+    from bench.generation.memo import MemoGenerator
+
+    return MemoGenerator(generator, ArtifactStore(Path(cfg.cache_dir).expanduser()))
 
 
 def build_judge_target(cfg: DictConfig) -> dict[str, Any] | None:

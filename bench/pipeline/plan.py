@@ -206,6 +206,8 @@ def plan(comps: Components, dataset: Dataset, *, device: str, relevance_level: i
                     (index, embed_queries, chunk, data), label)
         dense[label] = node
         pools.append((label, "dense", dict(qp), node))
+    reference = exact_reference_pool(comps, embed_docs, embed_queries, chunk, data,
+                                     device=device, generation=generation)
     if comps.lexical is not None:
         lex_index = Node(LexicalIndexOp(comps.lexical), (chunk,),
                          f"{type(comps.lexical).__name__} index")
@@ -217,6 +219,9 @@ def plan(comps: Components, dataset: Dataset, *, device: str, relevance_level: i
                 node = Node(FuseOp(comps.fusion, variant, comps.retriever.k),
                             (first_dense, lexical, data), variant.name)
                 pools.append((variant.name, "fused", dict(variant.params), node))
+    if reference is not None:  # first: every answer is paired against the exact pool's
+        pools.insert(0, reference)
+        dense[reference[0]] = reference[3]
 
     specs: list[ConfigSpec] = []
     filtered: list[tuple[str, str, dict[str, Any], Node, tuple[str, str] | None]] = []
@@ -245,6 +250,31 @@ def plan(comps: Components, dataset: Dataset, *, device: str, relevance_level: i
         specs += generated_specs(generation, specs, chunk, data)
     return Plan(data, chunk, chunk_stats, embed_docs, embed_queries, index, exact,
                 tuple(specs), dense, query_latency)
+
+
+#: label of the exact reference pool added by ``generation.exact_reference``
+EXACT_REFERENCE_LABEL = "dense(exact)"
+
+
+def exact_reference_pool(comps: Components, embed_docs: Node, embed_queries: Node,
+                         chunk: Node, data: Node, *, device: str,
+                         generation: GenerationSettings | None
+                         ) -> tuple[str, str, dict[str, Any], Node] | None:
+    """The exact pool (a flat faiss index over the same document embeddings, searched by the
+    run's retriever) when answers are generated with ``exact_reference`` from an approximate
+    index; None otherwise. The flat index has ``conf/index/flat.yaml``'s options, whatever the
+    run's index options are, so its chain (and config id) is the same in every job of an ANN
+    sweep, and equal to the flat job's own dense config: computed once, cached."""
+    if generation is None or not generation.exact_reference or comps.index.exact:
+        return None
+    from bench.index.faiss_index import FaissIndex
+
+    flat = FaissIndex(factory="Flat", device=device)
+    index = Node(IndexOp(flat, device), (embed_docs,),
+                 f"FaissIndex {_params_label(flat.cache_params())} (exact reference)")
+    node = Node(RetrieveOp(comps.retriever, {}, device), (index, embed_queries, chunk, data),
+                EXACT_REFERENCE_LABEL)
+    return EXACT_REFERENCE_LABEL, "dense", {"exact_reference": True}, node
 
 
 def generated_specs(g: GenerationSettings, pools: list[ConfigSpec], chunk: Node,

@@ -429,4 +429,8 @@ def generation_json(done: Executed) -> dict[str, object] | None:
         "queries": list(first.answers.inputs[0].op.subset),
         "sampling": dict(first.answers.op.params()["sampling"]),
         "configs": {cid: asdict(s) for cid, s in done.generation.items()},
+        # the exact pool's generated config: every answer is paired against it (its id is
+        # the same in every job of an ANN sweep; bench.report.sweep pairs across jobs on it)
+        "exact_reference": first.config_id if g.exact_reference else None,
+        "memo": g.memo,
     }

@@ -30,6 +30,7 @@ from bench.filters.base import FilterOutcome, eligible_gold
 from bench.filters.hard_vs_soft import HardVsSoft
 from bench.filters.stage import FilteredPool
 from bench.generation.base import SamplingParams
+from bench.generation.memo import MemoCounts, MemoGenerator, sum_counts
 from bench.generation.stage import (
     GenerationSettings,
     context_variants,
@@ -163,9 +164,18 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
 
     executor.resolved(the_plan.chunk_stats)
     probe = probe_budget(comps, the_plan, executor, dataset, device, telemetry)
+    memo = memo_generators(comps)
+    memo_by_config: dict[str, MemoCounts] = {}
     try:
-        configs = [execute_config(spec, the_plan, executor, probe.pruned, data_timing)
-                   for spec in the_plan.configs]
+        configs = []
+        for spec in the_plan.configs:
+            before = [g.counts.snapshot() for g in memo]
+            configs.append(execute_config(spec, the_plan, executor, probe.pruned, data_timing))
+            if memo and spec.kind == "generated":
+                memo_by_config[spec.config_id] = sum_counts(
+                    [g.counts.since(b) for g, b in zip(memo, before, strict=True)])
+        for g in memo:
+            g.log_summary("this run")
     finally:  # a managed server or a GPU engine is released even when a stage fails
         if comps.generator is not None:
             comps.generator.close()
@@ -197,8 +207,8 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
                 got = answered(c.spec, executor)
                 rows, abstention = answer_values(comps, dataset, got)
                 s = merge_answer_scores(s, dataset, rows, got.generations, settings)
-                gen_summaries[c.spec.config_id] = generation_summary(c.spec, comps, got,
-                                                                     abstention)
+                gen_summaries[c.spec.config_id] = generation_summary(
+                    c.spec, comps, got, abstention, memo_by_config.get(c.spec.config_id))
                 gp = gold_probe_summary(c.spec, executor,
                                         None if gen_settings is None else gen_settings.scope)
                 if gp is not None:
@@ -276,6 +286,18 @@ def execute_config(spec: ConfigSpec, the_plan: Plan, executor: Executor,
     return ConfigRun(spec, pool, resolved, timings, None, extra)
 
 
+def memo_generators(comps: Components) -> list[MemoGenerator]:
+    """The prompt memos of the run (``generation.memo``): the generator's, and the judge's
+    when the judge asks another model."""
+    from bench.judge.stage import judge_generator
+
+    out: list[MemoGenerator] = []
+    for g in (comps.generator, None if comps.judge is None else judge_generator(comps.judge)):
+        if isinstance(g, MemoGenerator) and all(g is not m for m in out):
+            out.append(g)
+    return out
+
+
 def generation_settings(cfg: DictConfig, comps: Components, dataset: Dataset
                         ) -> GenerationSettings | None:
     """What the plan needs to add answers to each pool config (None: no generator).
@@ -290,7 +312,8 @@ def generation_settings(cfg: DictConfig, comps: Components, dataset: Dataset
               if isinstance(v.builder, JudgedContextBuilder)]
     scope = judged_scope(judged[0], dataset, level) if judged else None
     subset = query_subset(dataset, g.max_queries, g.seed,
-                          None if scope is None else set(scope.eligible))
+                          None if scope is None else set(scope.eligible),
+                          answerable_only=g.answerable_only)
     sampling = SamplingParams(max_tokens=g.max_tokens, temperature=g.temperature,
                               top_p=g.top_p, seed=g.seed)
     log.info("generation: %d of %d queries answered per config (seed %d)", len(subset),
@@ -300,7 +323,7 @@ def generation_settings(cfg: DictConfig, comps: Components, dataset: Dataset
                  len(scope.eligible), scope.n_queries,
                  ", ".join(f"{n} {r}" for r, n in scope.excluded) or "none excluded")
     return GenerationSettings(comps.generator, comps.context, sampling, subset, comps.judge,
-                              tuple(g.kinds), level, scope)
+                              tuple(g.kinds), level, scope, g.exact_reference)
 
 
 def probe_groups(configs: list[ConfigRun], probes: dict[str, GoldProbeSummary]

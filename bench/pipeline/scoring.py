@@ -169,3 +169,28 @@ def compare(scored: Sequence[ConfigScores], metrics: Sequence[str], *, resamples
                                        c.mean_a, c.mean_b, c.delta, c.ci_low, c.ci_high,
                                        c.p_value, p_adj))
     return rows
+
+
+def scores_from_long(config_id: str, query_ids: Sequence[str], categories: Sequence[str],
+                     metrics: Sequence[str], values: Sequence[float | None],
+                     statuses: Sequence[str]) -> ConfigScores:
+    """One config's ``per_query.parquet`` rows (parallel columns) back as ``ConfigScores``, so
+    configs of finished runs are compared with :func:`compare` (summary left empty). A metric
+    is expected on the queries it has a row for (a metric that does not apply has none)."""
+    qids = list(dict.fromkeys(query_ids))
+    pos = {q: i for i, q in enumerate(qids)}
+    cat_of = dict(zip(query_ids, categories, strict=True))
+    vals: dict[str, np.ndarray] = {}
+    stats: dict[str, list[str]] = {}
+    expected: dict[str, np.ndarray] = {}
+    for q, m, v, st in zip(query_ids, metrics, values, statuses, strict=True):
+        if m not in vals:
+            vals[m] = np.full(len(qids), np.nan)
+            stats[m] = ["failed"] * len(qids)
+            expected[m] = np.zeros(len(qids), bool)
+        i = pos[q]
+        vals[m][i] = np.nan if v is None else float(v)
+        stats[m][i] = st
+        expected[m][i] = True
+    return ConfigScores(config_id, tuple(qids), tuple(cat_of[q] for q in qids), vals,
+                        {m: tuple(s) for m, s in stats.items()}, (), expected)

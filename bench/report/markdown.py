@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from bench.config.build import OptionError
+from bench.report.ann_answers import run_section as ann_answers_section
 from bench.report.base import ConfigReport, RunReport
 from bench.report.generation import generation_section, lost_in_middle_section
 from bench.report.pareto import pareto_front
@@ -64,6 +65,7 @@ class MarkdownReport:
         lines += self._comparisons(r)
         lines += generation_section(r)
         lines += lost_in_middle_section(r)
+        lines += ann_answers_section(r)
         lines += self._reranking(r)
         lines += self._decisions(r)
         for c in r.configs:

@@ -29,6 +29,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from bench.errors import BenchError
+from bench.report import ann_answers
 from bench.report.jobs import EXIT_SWEEP_INCOMPLETE, read_status
 from bench.report.pareto import pareto_front
 from bench.results.write import atomic_write_bytes, write_table
@@ -180,6 +181,12 @@ def write_sweep_report(sweep_dir: Path, *, metric: str = "ndcg@10",
             f"{_f(r['p95_ms'], 2)} | {_f(r['e2e_p95_ms'], 2)} | "
             f"{_f(None if r['index_bytes'] is None else r['index_bytes'] / 2**20, 1)} | "
             f"{_f(r['build_s'], 2)} | {'★' if r['on_pareto_front'] else ''} |")
+    answer_rows = ann_answers.sweep_rows(sweep_dir, sorted({r["job"] for r in rows},
+                                                          key=lambda j: (len(j), j)))
+    lines += ann_answers.sweep_section(answer_rows)
+    if answer_rows:
+        write_table(ann_answers.sweep_records(answer_rows), ann_answers.SWEEP_ANN_ANSWERS,
+                    sweep_dir / "sweep_ann_answers.parquet")
     failures = unfinished(sweep_dir, missing)
     gates = {r["job"]: st.failed_gates for r in rows
              if (st := read_status(sweep_dir / r["job"])) is not None and st.failed_gates}

@@ -198,6 +198,10 @@ class GenerationSummary:
     judge_counts: tuple[tuple[str, int, int, int, int], ...] = ()
     #: the judge's model (short name), None without a judge
     judge_model: str | None = None
+    #: ``generation.memo``: (answers from the memo, answers generated, judge calls from the
+    #: memo, judge calls generated) while this config ran; (0, 0, 0, 0) when its answers and
+    #: verdicts were loaded from the cache; None without the memo
+    memo: tuple[int, int, int, int] | None = None
 
 
 @dataclass(frozen=True)
