@@ -40,8 +40,13 @@ def generation_section(r: RunReport) -> list[str]:
              "categories). Answer metrics are over the answered queries they apply to; "
              "retrieval metrics above stay over the queries with a relevant document.", ""]
     judge_model = (g0.judge_model or "").lower()
-    if any(s in judge_model for s in SMALL_MODELS) or any(
-            s in g0.generator.lower() for s in SMALL_MODELS):
+    small_generator = any(s in g0.generator.lower() for s in SMALL_MODELS)
+    if g0.judge_model is None and small_generator:
+        lines += [f"**The generator ({g0.generator}) here is a tiny local model: the answer "
+                  "figures are a plumbing check of the pipeline, not a measurement of what a "
+                  "real generator would answer.** Run the same experiment with a real model "
+                  "(README: on a GPU box with vLLM).", ""]
+    elif any(s in judge_model for s in SMALL_MODELS) or small_generator:
         lines += [f"**The generator ({g0.generator}) and judge ({g0.judge_model or 'none'}) "
                   "here are tiny local models: the judge figures are a plumbing check of the "
                   "pipeline, not a trustworthy judgement of the answers.** Use a real judge "
