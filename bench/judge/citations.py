@@ -29,7 +29,14 @@ from bench.config.build import OptionError
 from bench.context.base import Context, citations, strip_citations, tag
 from bench.generation.base import ChatMessage, Generator
 from bench.judge.base import OK, JudgeCall, JudgeItem, Verdict
-from bench.judge.llm import LLMJudge, Partition, check_partition, detail
+from bench.judge.llm import (
+    BOUNDED_PARTITION,
+    LLMJudge,
+    Partition,
+    check_partition,
+    detail,
+    partition_schema,
+)
 from bench.judge.structured import Task
 from bench.metrics.answer import AbstentionDetector, split_sentences
 from bench.metrics.base import ERROR, NO_CLAIMS, NOT_APPLICABLE
@@ -96,7 +103,7 @@ class CitationJudge(LLMJudge):
         return (Partition,)
 
     def cache_params(self) -> dict[str, object]:
-        return {**super().cache_params(), "min_words": self.min_words,
+        return {**super().cache_params(), **BOUNDED_PARTITION, "min_words": self.min_words,
                 "min_quote_chars": self.min_quote_chars,
                 "refusal_patterns": list(self.detector.patterns)}
 
@@ -152,7 +159,8 @@ class CitationJudge(LLMJudge):
             )
             tasks.append(Task(items[i].query_id, (
                 ChatMessage("system", SYSTEM), ChatMessage("user", USER.format(pairs=listing))),
-                check_partition(len(open_pairs))))  # type: ignore[arg-type]
+                check_partition(len(open_pairs)),  # type: ignore[arg-type]
+                partition_schema(len(open_pairs))))
         results = dict(zip(asked, self.caller(Partition).run(tasks, "pairs"), strict=True))
         for i, (sentences, pairs) in plans.items():
             it = items[i]

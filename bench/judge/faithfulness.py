@@ -18,11 +18,13 @@ from bench.context.base import strip_citations
 from bench.generation.base import ChatMessage, Generator
 from bench.judge.base import OK, JudgeItem, Verdict
 from bench.judge.llm import (
+    BOUNDED_PARTITION,
     LLMJudge,
     Partition,
     check_partition,
     detail,
     numbered,
+    partition_schema,
     render_context,
 )
 from bench.judge.structured import JudgeSchema, Task
@@ -66,7 +68,8 @@ class FaithfulnessJudge(LLMJudge):
         self.detector = AbstentionDetector(patterns=refusal_patterns)
 
     def cache_params(self) -> dict[str, object]:
-        return {**super().cache_params(), "refusal_patterns": list(self.detector.patterns)}
+        return {**super().cache_params(), **BOUNDED_PARTITION,
+                "refusal_patterns": list(self.detector.patterns)}
 
     @classmethod
     def schemas(cls) -> tuple[type[BaseModel], ...]:
@@ -106,7 +109,8 @@ class FaithfulnessJudge(LLMJudge):
                 ChatMessage("system", VERIFY_SYSTEM),
                 ChatMessage("user", VERIFY_USER.format(
                     context=render_context(items[i].context), claims=numbered(claims_of[i])))),
-                check_partition(len(claims_of[i])))  # type: ignore[arg-type]
+                check_partition(len(claims_of[i])),  # type: ignore[arg-type]
+                partition_schema(len(claims_of[i])))
             for i in to_verify
         ], "verify")
         extract_call = {i: call for i, (_, call) in zip(asked, extract, strict=True)}

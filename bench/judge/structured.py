@@ -59,6 +59,10 @@ class Task(Generic[M]):
     key: str
     messages: tuple[ChatMessage, ...]
     validate: Callable[[M], None] | None = None
+    #: a tighter JSON Schema (text) for this task's guided decoding, e.g. claim numbers
+    #: bounded to 1..n; the output is still parsed as the caller's model and validated.
+    #: None: the model's own schema.
+    schema: str | None = None
 
 
 def _reason(exc: Exception) -> str:
@@ -102,7 +106,7 @@ class StructuredCaller(Generic[M]):
             sampling = replace(self.sampling, seed=self.sampling.seed + attempt)
             requests = [
                 GenerationRequest(f"{tasks[i].key}/{step}/{attempt}", messages[i], sampling,
-                                  self.schema)
+                                  tasks[i].schema or self.schema)
                 for i in pending
             ]
             outputs = self.generator.generate(requests)

@@ -10,7 +10,7 @@ from bench.context.base import Context, ContextPassage
 from bench.generation.base import ChatMessage, Generation
 from bench.judge.base import JudgeItem, schema_validity
 from bench.judge.faithfulness import Claims, FaithfulnessJudge
-from bench.judge.llm import Partition
+from bench.judge.llm import Partition, partition_schema
 from bench.judge.structured import schema_text
 
 CTX = Context("q1", "What is X?", (ContextPassage("d1", 0, "X is a cat. X is black.", 1),),
@@ -31,7 +31,8 @@ def test_score_is_supported_over_extracted() -> None:
     assert v.status == "ok" and v.score("faithfulness") == 2 / 3
     assert v.attempts == 2 and len(v.raw) == 2
     # schema-guided: every request carries its model's JSON schema text
-    assert [r.json_schema for r in gen.requests] == [schema_text(Claims), schema_text(Partition)]
+    # (the verification's is Partition's with the claim numbers bounded to 1..3)
+    assert [r.json_schema for r in gen.requests] == [schema_text(Claims), partition_schema(3)]
     # citation tags are not shown to the claim extractor
     assert "[doc:" not in gen.requests[0].messages[1].content
     assert [c.first_valid for c in v.calls] == [True, True]
@@ -95,3 +96,38 @@ def test_batch_first() -> None:
     verdicts = FaithfulnessJudge(generator=gen).judge([_item(f"q{i}") for i in range(4)])
     assert [v.score("faithfulness") for v in verdicts] == [1.0] * 4
     assert gen.batches == [4, 4]
+
+
+def test_partition_schema_bounds_the_claim_numbers() -> None:
+    schema = json.loads(partition_schema(3))
+    for name in ("supported", "unsupported"):
+        prop = schema["properties"][name]
+        assert prop["items"]["enum"] == [1, 2, 3] and prop["maxItems"] == 3
+    # the same object shape as Partition: an output of the bounded schema parses as one
+    base = json.loads(schema_text(Partition))
+    assert schema["required"] == base["required"]
+    assert schema["additionalProperties"] is False
+    assert Partition.model_validate_json('{"supported": [1, 3], "unsupported": [2]}')
+
+
+def test_guided_decoding_stops_a_looping_partition() -> None:
+    # SmolLM2-135M was seen answering '{"supported": [1, 2, 3, 4, ...' for ONE claim until it
+    # ran out of tokens; under the bounded schema the grammar itself rejects that.
+    import pytest
+
+    xgr = pytest.importorskip("xgrammar")
+    from xgrammar.testing import _is_grammar_accept_string as accepts
+
+    grammar = xgr.Grammar.from_json_schema(partition_schema(1), any_whitespace=False)
+    assert accepts(grammar, '{"supported": [1], "unsupported": []}')
+    assert not accepts(grammar, '{"supported": [1, 2, 3], "unsupported": []}')
+    assert not accepts(grammar, '{"supported": [1, 1], "unsupported": []}')
+    assert not accepts(grammar, '{"supported": [2], "unsupported": []}')
+    # overlaps within 1..n stay possible: check_partition rejects them (tests above)
+    grammar2 = xgr.Grammar.from_json_schema(partition_schema(2), any_whitespace=False)
+    assert accepts(grammar2, '{"supported": [1, 2], "unsupported": [1]}')
+
+
+def test_bounded_partition_is_in_the_cache_key() -> None:
+    params = FaithfulnessJudge(generator=ScriptedGenerator(queue())).cache_params()
+    assert params["partition_schema"] == "bounded-1..n"
