@@ -120,3 +120,14 @@ def test_two_tiny_sizes_end_to_end(tmp_path: Path, monkeypatch) -> None:
                   "--shard-size", "300", "--k", "10"])
     assert rc == 0
     assert json.loads((out / "scale.json").read_text())["sizes"] == [200, 300, 1000]
+
+
+@pytest.mark.parametrize("argv", [["--sizes", "0"], ["--sizes", "x"], ["--queries", "-1"],
+                                  ["--k", "0"], ["--shard-size", "0"]])
+def test_bad_sizes_are_a_usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]
+                                     ) -> None:
+    with pytest.raises(SystemExit) as exc:
+        bs.parse_args(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith("bench_scale.py: error: argument") and "Traceback" not in err
