@@ -314,6 +314,13 @@ def generation_settings(cfg: DictConfig, comps: Components, dataset: Dataset
     subset = query_subset(dataset, g.max_queries, g.seed,
                           None if scope is None else set(scope.eligible),
                           answerable_only=g.answerable_only)
+    if not subset:  # never a generated config answering nothing, reported as complete
+        if scope is not None:
+            why = ", ".join(f"{n} {r}" for r, n in scope.excluded) or "no query"
+            raise ConfigError("context", f"no query of the dataset can be probed ({why})")
+        raise ConfigError("generation.answerable_only" if g.answerable_only else "dataset",
+                          "no query to answer: every query is must-abstain"
+                          if g.answerable_only else "the dataset has no queries")
     sampling = SamplingParams(max_tokens=g.max_tokens, temperature=g.temperature,
                               top_p=g.top_p, seed=g.seed)
     log.info("generation: %d of %d queries answered per config (seed %d)", len(subset),

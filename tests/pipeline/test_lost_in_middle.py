@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from bench.errors import ConfigError
 from bench.generation.base import Generation, GenerationRequest
 from bench.pipeline.run import run
 
@@ -181,3 +182,10 @@ def test_lost_in_middle_end_to_end(compose_cfg, tmp_path: Path) -> None:  # type
     assert "6 must_abstain, 6 multi_gold" in section and "12 probe-able, 8 drawn" in section
     mean_first = sum(acc[ids[0]].values()) / 8
     assert f"{mean_first:.3f} [" in rows[0]
+
+
+def test_nothing_to_probe_is_a_config_error(compose_cfg) -> None:  # type: ignore[no-untyped-def]
+    # no relevant grade reaches level 9: every query is excluded before any work is done
+    with pytest.raises(ConfigError, match="no query of the dataset can be probed") as exc:
+        _plan(compose_cfg, "metrics.relevance_level=9")
+    assert exc.value.key == "context"
