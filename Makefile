@@ -10,10 +10,11 @@ EXPERIMENT ?= quickstart
 setup:
 	scripts/setup.sh
 
-# version 2 is the default dataset; version 1 (dataset=foldoc_v1) keeps old runs comparable.
-# Both come from the same .debs, downloaded once into $(DATA_DIR)/debs.
+# version 3 is the default dataset; versions 2 and 1 (dataset=foldoc_v2, foldoc_v1) keep old
+# runs comparable. All come from the same .debs, downloaded once into $(DATA_DIR)/debs.
 data: setup
-	$(PY) -m bench.data.foldoc build --version 2 --out $(DATA_DIR)/foldoc --cache-dir $(DATA_DIR)/debs
+	$(PY) -m bench.data.foldoc build --version 3 --out $(DATA_DIR)/foldoc --cache-dir $(DATA_DIR)/debs
+	$(PY) -m bench.data.foldoc build --version 2 --out $(DATA_DIR)/foldoc_v2 --cache-dir $(DATA_DIR)/debs
 	$(PY) -m bench.data.foldoc build --version 1 --out $(DATA_DIR)/foldoc_v1 --cache-dir $(DATA_DIR)/debs
 
 bench: data

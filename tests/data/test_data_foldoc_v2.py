@@ -1,10 +1,11 @@
-"""FOLDOC benchmark version 2: WordNet parsing and match rule on a hand-written WordNet, the
-v2 build on the synthetic dictionary of test_data_foldoc, and (slow) the real Debian packages
-with the hand-checked match sample."""
+"""FOLDOC benchmark versions 2 and 3: WordNet parsing and match rule on a hand-written
+WordNet, the v2 / v3 builds on the synthetic dictionary of test_data_foldoc, and (slow) the
+real Debian packages with the hand-checked match sample."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import shutil
 from collections import Counter
@@ -14,8 +15,9 @@ import pytest
 
 from bench.data.foldoc import FoldocDataset, read_dictd, write_benchmark
 from bench.data.foldoc.benchmark_v2 import CATEGORIES_V2, BuildOptionsV2, build_benchmark_v2
+from bench.data.foldoc.benchmark_v3 import CATEGORIES_V3, BuildOptionsV3, build_benchmark_v3
 from bench.data.foldoc.deb import Source
-from bench.data.foldoc.source import Extras
+from bench.data.foldoc.source import Extras, manifest_is_current
 from bench.data.foldoc.wordnet import WordNet, match_sense, monosemous_synonyms
 from bench.errors import BenchError
 from tests.data.test_data_foldoc import synthetic_blocks, write_dictd
@@ -178,3 +180,71 @@ def test_real_v2_build_reproduces_the_audited_matches(tmp_path: Path) -> None:
                  .read_text().splitlines()]
     assert len(negatives) == counts["exact_lookup"] + counts["semantic_lookup"] + counts[
         "paraphrase_lookup"]
+
+
+# --------------------------------------------------------------------------- version 3
+
+OPTS3 = BuildOptionsV3(**{**dataclasses.asdict(OPTS), "n_semantic_multi": 5})
+
+
+def test_v3_is_v2_plus_semantic_multi_doc(tmp_path: Path, wordnet: WordNet, built) -> None:  # type: ignore[no-untyped-def]
+    entries = read_dictd(*write_dictd(tmp_path / "syn3", synthetic_blocks()))
+    v3 = build_benchmark_v3(entries, wordnet, OPTS3)
+    assert OPTS3.v2() == OPTS
+    # version 2 whole: the same corpus, the same questions under the same ids, in order
+    assert v3.documents == built.documents and v3.hard_negatives == built.hard_negatives
+    old = [q for q in v3.queries if q.category != "semantic_multi_doc"]
+    assert tuple(old) == built.queries
+    new = [q for q in v3.queries if q.category == "semantic_multi_doc"]
+    # Zorblat 0, Farnax 2 and Delvin 3 match a sense, and each cross-references corpus entries
+    assert [q.query_id for q in new] == [f"foldoc3:q{i:04d}" for i in range(1, len(new) + 1)]
+    assert len(new) == 3
+    docs = {d.doc_id: d for d in v3.documents}
+    glosses = {s.gloss for s in wordnet.nouns}
+    for q in new:
+        grade2 = [docs[g] for g, grade in q.qrels if grade == 2]
+        refs = [docs[g] for g, grade in q.qrels if grade == 1]
+        assert len(grade2) == 1 and 1 <= len(refs) <= 2
+        a = grade2[0]
+        assert a.title in {"Zorblat 0", "Farnax 2", "Delvin 3"}
+        assert a.title not in q.text and not any(w in q.text for w in a.title.split())
+        assert any(g in q.text for g in glosses)  # described in WordNet's words ...
+        assert all(r.title in q.text for r in refs)  # ... and the cross-references named
+        assert all(r.title in a.text for r in refs)  # they are A's own {references}
+        assert len(q.required_claims) == 1 + len(refs) and not q.must_abstain
+    # the new slice goes before the must-abstain questions (category order)
+    cats = [q.category for q in v3.queries]
+    assert cats.index("unanswerable") > max(i for i, c in enumerate(cats)
+                                            if c == "semantic_multi_doc")
+    source = Source(deb="dict-foldoc_1_all.deb", package="dict-foldoc", version="1",
+                    sha256="0" * 64)
+    manifest = write_benchmark(tmp_path / "v3", v3, source, OPTS3, 60,
+                               Extras(sources={}, files={}))
+    assert manifest["name"] == "foldoc_v3" and manifest["builder_version"] == "3"
+    assert list(manifest["counts"]["queries_by_category"]) == list(CATEGORIES_V3)  # type: ignore[index]
+    ds = FoldocDataset(path=str(tmp_path / "v3")).load()
+    assert ds.name == "foldoc_v3" and ds.fingerprint == manifest["fingerprint"]
+    assert manifest_is_current(tmp_path / "v3", OPTS3)
+    assert not manifest_is_current(tmp_path / "v3", OPTS)  # a v2 build is not current here
+
+
+@pytest.mark.slow
+def test_real_v3_build_keeps_v2_and_adds_the_slice(tmp_path: Path) -> None:
+    """Build v2 and v3 from Debian's packages: v3's corpus is v2's byte for byte, v2's
+    590 questions are in v3 unchanged, and the new slice has >= 100 questions."""
+    if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
+        pytest.skip("apt-get/dpkg-deb not available")
+    from bench.data.foldoc import build
+
+    try:
+        for version, opts in (("v2", BuildOptionsV2()), ("v3", BuildOptionsV3())):
+            build(tmp_path / version, deb=None, cache_dir=tmp_path / "debs", opts=opts)
+    except BenchError as err:
+        pytest.skip(f"Debian packages not reachable: {err}")
+    assert ((tmp_path / "v2" / "corpus.jsonl").read_bytes()
+            == (tmp_path / "v3" / "corpus.jsonl").read_bytes())
+    v2_rows = (tmp_path / "v2" / "queries.jsonl").read_text().splitlines()
+    v3_rows = (tmp_path / "v3" / "queries.jsonl").read_text().splitlines()
+    assert set(v2_rows) < set(v3_rows)
+    counts = Counter(json.loads(r)["category"] for r in v3_rows)
+    assert all(counts[c] >= 100 for c in CATEGORIES_V3)

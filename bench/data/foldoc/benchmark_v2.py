@@ -185,14 +185,23 @@ def build_benchmark_v2(entries: Sequence[Entry], wordnet: WordNet,
     return BuiltV2(documents, tuple(queries), len(pool), hard, audit)
 
 
-def _gloss_query(d: _Doc, s: Synset, same_sense: list[_Doc], seed: int) -> Query | None:
-    """"What is the term for <WordNet gloss>?"; None when the gloss names the term."""
+def gloss_of(s: Synset, same_sense: list[_Doc]) -> str | None:
+    """The WordNet gloss of ``s`` as a question's description; None when it names the term
+    (a word of any same-sense headword or lemma) or is shorter than 4 words."""
     gloss = re.sub(r"^\([^()]*\)\s*", "", s.gloss).strip()  # "(computer science) ..."
     names = {x.title for x in same_sense} | {lemma for lemma in s.lemmas}
     leaks = {w.lower() for n in names for w in _WORD.findall(n)
              if (len(w) >= 3 or w.isupper()) and w.lower() not in _GENERIC}
     words = [w.lower() for w in _WORD.findall(gloss)]
     if leaks & set(words) or len(words) < 4:
+        return None
+    return gloss
+
+
+def _gloss_query(d: _Doc, s: Synset, same_sense: list[_Doc], seed: int) -> Query | None:
+    """"What is the term for <WordNet gloss>?"; None when the gloss names the term."""
+    gloss = gloss_of(s, same_sense)
+    if gloss is None:
         return None
     template = _SEMANTIC[stable_hash(seed, "tmpl", d.doc_id) % len(_SEMANTIC)]
     gold = sorted({x.doc_id for x in same_sense})

@@ -19,16 +19,18 @@ from pathlib import Path
 from typing import NoReturn
 
 from bench.data.base import CATEGORIES
-from bench.data.foldoc.benchmark import BUILDER_VERSION, BuildOptions, build_benchmark
-from bench.data.foldoc.benchmark_v2 import (
-    BUILDER_VERSION_V2,
-    CATEGORIES_V2,
-    BuildOptionsV2,
-    build_benchmark_v2,
-)
+from bench.data.foldoc.benchmark import BuildOptions, build_benchmark
+from bench.data.foldoc.benchmark_v2 import BuildOptionsV2, build_benchmark_v2
+from bench.data.foldoc.benchmark_v3 import BuildOptionsV3, build_benchmark_v3
 from bench.data.foldoc.deb import describe_deb, extract_dictd, extract_members, fetch_deb
 from bench.data.foldoc.dictd import read_dictd
-from bench.data.foldoc.source import Extras, manifest_is_current, write_benchmark
+from bench.data.foldoc.source import (
+    AnyOptions,
+    Extras,
+    manifest_is_current,
+    version_of,
+    write_benchmark,
+)
 from bench.data.foldoc.wordnet import DATA_DIR as WORDNET_DIR
 from bench.data.foldoc.wordnet import LICENSE as WORDNET_LICENSE
 from bench.data.foldoc.wordnet import PACKAGE as WORDNET_PACKAGE
@@ -60,20 +62,21 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def build(out: Path, *, deb: Path | None, cache_dir: Path | None,
-          opts: BuildOptions | BuildOptionsV2, force: bool = False,
+          opts: AnyOptions, force: bool = False,
           wordnet_deb: Path | None = None) -> dict[str, object] | None:
     """Build the benchmark into ``out`` unless it is already current; prints one line a phase.
 
     ``opts`` picks the version: ``BuildOptions`` builds version 1 (``dataset=foldoc_v1``),
-    ``BuildOptionsV2`` version 2 (the default ``dataset=foldoc``), which also needs Debian's
-    wordnet-base (``wordnet_deb``, else fetched into ``cache_dir``).
+    ``BuildOptionsV2`` version 2 (``dataset=foldoc_v2``), ``BuildOptionsV3`` version 3 (the
+    default ``dataset=foldoc``); versions 2 and 3 also need Debian's wordnet-base
+    (``wordnet_deb``, else fetched into ``cache_dir``).
     Returns the manifest written, or None when ``out`` was already up to date.
     """
     if not force and manifest_is_current(out, opts):
-        version = BUILDER_VERSION_V2 if isinstance(opts, BuildOptionsV2) else BUILDER_VERSION
+        version = version_of(opts).builder_version
         print(f"foldoc: {out} is up to date (builder version {version})", flush=True)
         return None
-    if isinstance(opts, BuildOptionsV2):
+    if isinstance(opts, BuildOptionsV2 | BuildOptionsV3):
         return _build_v2(out, deb=deb, wordnet_deb=wordnet_deb, cache_dir=cache_dir, opts=opts)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="foldoc-") as tmp_name:
@@ -105,7 +108,8 @@ def build(out: Path, *, deb: Path | None, cache_dir: Path | None,
 
 
 def _build_v2(out: Path, *, deb: Path | None, wordnet_deb: Path | None,
-              cache_dir: Path | None, opts: BuildOptionsV2) -> dict[str, object]:
+              cache_dir: Path | None,
+              opts: BuildOptionsV2 | BuildOptionsV3) -> dict[str, object]:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="foldoc-") as tmp_name:
         tmp = Path(tmp_name)
@@ -127,11 +131,12 @@ def _build_v2(out: Path, *, deb: Path | None, wordnet_deb: Path | None,
         wordnet = WordNet.load(tmp / "wn" / WORDNET_DIR)
     print(f"foldoc: parsed {len(entries)} entries, {len(wordnet.nouns)} WordNet noun senses",
           flush=True)
-    built = build_benchmark_v2(entries, wordnet, opts)
+    built = (build_benchmark_v3(entries, wordnet, opts) if isinstance(opts, BuildOptionsV3)
+             else build_benchmark_v2(entries, wordnet, opts))
     counts = Counter(q.category for q in built.queries)
     print(f"foldoc: {built.n_qualifying} entries qualify, {len(built.matches)} match a "
           f"WordNet computing sense; corpus {len(built.documents)} documents", flush=True)
-    print("foldoc: queries " + " ".join(f"{c}={counts[c]}" for c in CATEGORIES_V2)
+    print("foldoc: queries " + " ".join(f"{c}={counts[c]}" for c in version_of(opts).categories)
           + f" total={len(built.queries)}", flush=True)
     for cat, target in opts.targets().items():
         if counts[cat] < target:
@@ -162,19 +167,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--deb", type=Path, help="use this dict-foldoc .deb (default: apt-get it)")
     b.add_argument("--cache-dir", type=Path,
                    help="keep the downloaded .deb here (default: a temporary folder)")
-    b.add_argument("--version", type=int, choices=(1, 2), default=2,
-                   help="benchmark version: 2 (default, dataset=foldoc) or 1 (dataset=foldoc_v1)")
+    b.add_argument("--version", type=int, choices=(1, 2, 3), default=3,
+                   help="benchmark version: 3 (default, dataset=foldoc), 2 (dataset=foldoc_v2) "
+                        "or 1 (dataset=foldoc_v1)")
     b.add_argument("--wordnet-deb", type=Path,
-                   help="version 2: use this wordnet-base .deb (default: apt-get it)")
+                   help="versions 2 and 3: use this wordnet-base .deb (default: apt-get it)")
     b.add_argument("--seed", type=int, default=BuildOptions.seed)
     b.add_argument("--n-docs", type=int, default=BuildOptions.n_docs)
     b.add_argument("--force", action="store_true", help="rebuild even if DIR is up to date")
     try:
         args = parser.parse_args(argv)
         _check_args(args)
-        opts: BuildOptions | BuildOptionsV2 = (
-            BuildOptionsV2(seed=args.seed, n_docs=args.n_docs) if args.version == 2
-            else BuildOptions(seed=args.seed, n_docs=args.n_docs))
+        opts: AnyOptions = {1: BuildOptions, 2: BuildOptionsV2, 3: BuildOptionsV3}[
+            args.version](seed=args.seed, n_docs=args.n_docs)
         build(args.out, deb=args.deb, cache_dir=args.cache_dir, force=args.force, opts=opts,
               wordnet_deb=args.wordnet_deb)
     except BenchError as err:

@@ -25,6 +25,7 @@ from bench.data.foldoc.benchmark_v2 import (
     BuildOptionsV2,
     BuiltV2,
 )
+from bench.data.foldoc.benchmark_v3 import BUILDER_VERSION_V3, CATEGORIES_V3, BuildOptionsV3
 from bench.data.foldoc.deb import Source, _sha256
 from bench.data.foldoc.text import stable_hash
 from bench.data.golden import GoldenDataset, write_golden
@@ -37,27 +38,48 @@ log = logging.getLogger("bench.data.foldoc")
 BUILD_HINT = "build it with `make data` (python -m bench.data.foldoc build --out {path})"
 
 
-def manifest_is_current(out: Path, opts: BuildOptions | BuildOptionsV2) -> bool:
+AnyOptions = BuildOptions | BuildOptionsV2 | BuildOptionsV3
+
+
+@dataclass(frozen=True)
+class Version:
+    """What a builder version writes into its manifest."""
+
+    name: str  # the dataset name runs record ("foldoc" is version 1)
+    builder_version: str
+    categories: tuple[str, ...]
+
+
+def version_of(opts: AnyOptions) -> Version:
+    """The version an options type builds."""
+    if isinstance(opts, BuildOptionsV3):
+        return Version("foldoc_v3", BUILDER_VERSION_V3, CATEGORIES_V3)
+    if isinstance(opts, BuildOptionsV2):
+        return Version("foldoc_v2", BUILDER_VERSION_V2, CATEGORIES_V2)
+    return Version("foldoc", BUILDER_VERSION, CATEGORIES)
+
+
+def manifest_is_current(out: Path, opts: AnyOptions) -> bool:
     """Whether ``out`` holds a build of this builder version with these options."""
     try:
         manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    version = BUILDER_VERSION_V2 if isinstance(opts, BuildOptionsV2) else BUILDER_VERSION
+    version = version_of(opts).builder_version
     return (manifest.get("builder_version") == version
             and manifest.get("options") == dataclasses.asdict(opts))
 
 
 @dataclass(frozen=True)
 class Extras:
-    """What a version-2 build adds to the folder: its second source and its side files."""
+    """What a version-2 or -3 build adds to the folder: its second source and its side files."""
 
     sources: dict[str, object]  # name -> {deb, package, version, sha256, license}
     files: dict[str, str]  # file name -> content (JSONL / TSV)
 
 
 def write_benchmark(out: Path, built: Built | BuiltV2, source: Source,
-                    opts: BuildOptions | BuildOptionsV2, n_entries: int,
+                    opts: AnyOptions, n_entries: int,
                     extras: Extras | None = None) -> dict[str, object]:
     """Write corpus/queries/manifest into a temp folder, then swap it in place of ``out``.
 
@@ -69,16 +91,15 @@ def write_benchmark(out: Path, built: Built | BuiltV2, source: Source,
     tmp.mkdir()
     write_golden(built.documents, built.queries, corpus=tmp / "corpus.jsonl",
                  queries_path=tmp / "queries.jsonl")
-    v2 = isinstance(opts, BuildOptionsV2)
-    categories = CATEGORIES_V2 if v2 else CATEGORIES
+    version = version_of(opts)
     names = ["corpus.jsonl", "queries.jsonl"]
     for name, content in (extras.files.items() if extras else ()):
         (tmp / name).write_text(content, encoding="utf-8")
         names.append(name)
     by_cat = Counter(q.category for q in built.queries)
     manifest: dict[str, object] = {
-        "name": "foldoc_v2" if v2 else "foldoc",
-        "builder_version": BUILDER_VERSION_V2 if v2 else BUILDER_VERSION,
+        "name": version.name,
+        "builder_version": version.builder_version,
         "options": dataclasses.asdict(opts),
         "source": {**dataclasses.asdict(source),
                    "license": "GNU FDL 1.1 or later (FOLDOC, editor Denis Howe)"},
@@ -90,7 +111,7 @@ def write_benchmark(out: Path, built: Built | BuiltV2, source: Source,
             "documents_by_roles": {"+".join(r) or "public": n for r, n in sorted(
                 Counter(d.allowed_roles for d in built.documents).items())},
             "queries": len(built.queries),
-            "queries_by_category": {c: by_cat.get(c, 0) for c in categories},
+            "queries_by_category": {c: by_cat.get(c, 0) for c in version.categories},
         },
         "fingerprint": Dataset("foldoc", built.documents, built.queries).fingerprint,
         "files": {name: _sha256(tmp / name) for name in names},
@@ -136,7 +157,7 @@ class FoldocDataset:
                         "manifest.json)", root)
         ds = subsample(with_categories(ds, self.categories), max_docs=self.max_docs,
                        max_queries=self.max_queries)
-        base = str(manifest.get("name", "foldoc"))  # "foldoc" (version 1) or "foldoc_v2"
+        base = str(manifest.get("name", "foldoc"))  # "foldoc" (version 1), "foldoc_v2", "foldoc_v3"
         name = base if (self.max_docs, self.max_queries) == (None, None) else (
             f"{base}[docs={len(ds.documents)},queries={len(ds.queries)}]")
         log.info("foldoc: loaded %d documents, %d queries from %s", len(ds.documents),
