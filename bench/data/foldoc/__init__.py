@@ -1,20 +1,25 @@
 """The default benchmark: a RAG benchmark derived from FOLDOC (Debian package ``dict-foldoc``).
 
 Nothing of FOLDOC is committed: set-up runs ``python -m bench.data.foldoc build --out DIR``
-(``make data``), which fetches the .deb, parses its dictd files and writes
+(``make data``), which fetches the .debs (dict-foldoc; wordnet-base from version 2 on),
+parses them and writes
 
     DIR/corpus.jsonl    one Document per entry (golden corpus format, see ``golden.py``)
-    DIR/queries.jsonl   golden queries in the four ``CATEGORIES``
-    DIR/manifest.json   source .deb (name, version, sha256), options, counts, fingerprint
+    DIR/queries.jsonl   golden queries in the version's categories (``CATEGORIES``: version 1;
+                        ``benchmark_v2.CATEGORIES_V2``; ``benchmark_v3.CATEGORIES_V3``)
+    DIR/manifest.json   source .debs (name, version, sha256), options, counts, fingerprint
+
+``--version 3`` (the default, ``dataset=foldoc``) is version 2 plus ``semantic_multi_doc``;
+``--version 2`` and ``--version 1`` rebuild the older versions byte for byte.
 
 The build is deterministic: every choice is keyed by sha256(seed, doc id), so the same .deb
 and options give byte-identical files and the same ``Dataset.fingerprint``.
 ``FoldocDataset(path=DIR).load()`` reads the folder back (optionally subsampled).
 
 Modules, in pipeline order: ``deb`` (fetch and unpack the .deb), ``dictd`` (parse the dictd
-files into ``Entry``), ``text`` (sentence and hash helpers), ``benchmark`` (entries -> documents +
-queries), ``source`` (write / read the folder, ``FoldocDataset``) and ``cli`` (the ``build``
-command). The names below are re-exported so ``bench.data.foldoc.X`` keeps working.
+files into ``Entry``), ``text`` (sentence and hash helpers), ``wordnet`` (WordNet senses),
+``benchmark`` / ``benchmark_v2`` / ``benchmark_v3`` (entries -> documents + queries),
+``source`` (write / read the folder, ``FoldocDataset``) and ``cli`` (the ``build`` command). The names below are re-exported so ``bench.data.foldoc.X`` keeps working.
 """
 
 from bench.data.foldoc.benchmark import BUILDER_VERSION, BuildOptions, Built, build_benchmark
