@@ -19,7 +19,8 @@ and options give byte-identical files and the same ``Dataset.fingerprint``.
 Modules, in pipeline order: ``deb`` (fetch and unpack the .deb), ``dictd`` (parse the dictd
 files into ``Entry``), ``text`` (sentence and hash helpers), ``wordnet`` (WordNet senses),
 ``benchmark`` / ``benchmark_v2`` / ``benchmark_v3`` (entries -> documents + queries),
-``source`` (write / read the folder, ``FoldocDataset``) and ``cli`` (the ``build`` command). The names below are re-exported so ``bench.data.foldoc.X`` keeps working.
+``source`` (write / read the folder, ``FoldocDataset``) and ``cli`` (the ``build`` command).
+The names below are re-exported so ``bench.data.foldoc.X`` keeps working.
 """
 
 from bench.data.foldoc.benchmark import BUILDER_VERSION, BuildOptions, Built, build_benchmark

@@ -51,24 +51,14 @@ _SEMANTIC_MULTI_2 = ("What is the term for {a}, and how does it relate to {b} an
 
 
 @dataclass(frozen=True)
-class BuildOptionsV3:
+class BuildOptionsV3(BuildOptionsV2):
     """What to build (version 3): version 2's options plus the new slice's size."""
 
-    seed: int = 13
-    n_docs: int = 3000
-    n_exact: int = 110
-    n_semantic: int = 150
-    n_paraphrase: int = 120
-    n_multi: int = 110
-    n_unanswerable: int = 100
-    n_hard_negatives: int = 3
-    min_chars: int = 200
     n_semantic_multi: int = 110
 
     def v2(self) -> BuildOptionsV2:
-        fields = {f.name for f in dataclasses.fields(BuildOptionsV2)}
-        return BuildOptionsV2(**{k: v for k, v in dataclasses.asdict(self).items()
-                                 if k in fields})
+        return BuildOptionsV2(**{f.name: getattr(self, f.name)
+                                 for f in dataclasses.fields(BuildOptionsV2)})
 
     def targets(self) -> dict[str, int]:
         return {**self.v2().targets(), "semantic_multi_doc": self.n_semantic_multi}

@@ -76,7 +76,7 @@ def build(out: Path, *, deb: Path | None, cache_dir: Path | None,
         version = version_of(opts).builder_version
         print(f"foldoc: {out} is up to date (builder version {version})", flush=True)
         return None
-    if isinstance(opts, BuildOptionsV2 | BuildOptionsV3):
+    if isinstance(opts, BuildOptionsV2):  # and BuildOptionsV3, its subclass
         return _build_v2(out, deb=deb, wordnet_deb=wordnet_deb, cache_dir=cache_dir, opts=opts)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="foldoc-") as tmp_name:

@@ -51,7 +51,7 @@ class Version:
 
 
 def version_of(opts: AnyOptions) -> Version:
-    """The version an options type builds."""
+    """The version an options type builds (``BuildOptionsV3`` extends ``BuildOptionsV2``)."""
     if isinstance(opts, BuildOptionsV3):
         return Version("foldoc_v3", BUILDER_VERSION_V3, CATEGORIES_V3)
     if isinstance(opts, BuildOptionsV2):
