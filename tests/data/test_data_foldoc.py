@@ -263,7 +263,13 @@ def test_subsample_keeps_gold_docs(entries: list[Entry], tmp_path: Path) -> None
 def test_missing_folder_names_the_build_command(tmp_path: Path) -> None:
     with pytest.raises(BenchError, match="make data") as exc:
         FoldocDataset(path=str(tmp_path / "nope")).load()
-    assert "\n" not in str(exc.value)
+    assert "\n" not in str(exc.value) and "--version" not in str(exc.value)
+    # the folders of the older versions name the version that builds them, not the default
+    for version in (1, 2):
+        with pytest.raises(BenchError) as exc:
+            FoldocDataset(path=str(tmp_path / f"foldoc_v{version}")).load()
+        assert f"build --version {version} --out {tmp_path / f'foldoc_v{version}'}" in str(
+            exc.value)
 
 
 def _fake_deb(path: Path, index: Path, dict_dz: Path) -> Path:

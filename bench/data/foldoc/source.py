@@ -35,7 +35,15 @@ from bench.errors import BenchError, ConfigError, InputError
 # the logger name of the single-module builder, so log lines read as before the split
 log = logging.getLogger("bench.data.foldoc")
 
-BUILD_HINT = "build it with `make data` (python -m bench.data.foldoc build --out {path})"
+BUILD_HINT = ("build it with `make data` (python -m bench.data.foldoc build{version} "
+              "--out {path})")
+
+
+def build_hint(path: Path) -> str:
+    """How to build the folder ``make data`` would put at ``path``: ``foldoc_v1`` and
+    ``foldoc_v2`` hold the older versions, any other folder the default (version 3)."""
+    version = {"foldoc_v1": " --version 1", "foldoc_v2": " --version 2"}.get(path.name, "")
+    return BUILD_HINT.format(version=version, path=path)
 
 
 AnyOptions = BuildOptions | BuildOptionsV2 | BuildOptionsV3
@@ -148,7 +156,7 @@ class FoldocDataset:
         root = Path(self.path)
         if not (root / "manifest.json").is_file():
             raise BenchError(f"FOLDOC benchmark not found at {root}: "
-                             + BUILD_HINT.format(path=root))
+                             + build_hint(root))
         manifest = _read_manifest(root / "manifest.json")
         ds = GoldenDataset(corpus=str(root / "corpus.jsonl"),
                            queries=str(root / "queries.jsonl")).load()
@@ -173,7 +181,7 @@ def _read_manifest(path: Path) -> dict[str, object]:
         manifest = loads_strict(text)
     except json.JSONDecodeError as exc:
         raise InputError(path, exc.lineno, f"malformed JSON: {exc.msg} (column {exc.colno}); "
-                         + BUILD_HINT.format(path=path.parent)) from None
+                         + build_hint(path.parent)) from None
     except ValueError as exc:
         raise InputError(path, 0, f"malformed JSON: {exc}") from None
     if not isinstance(manifest, dict):
