@@ -301,16 +301,22 @@ def _trim_details(phrase: str) -> str:
     return phrase
 
 
-def _multi_query(d: _Doc, by_name: dict[str, _Doc], seed: int) -> Query | None:
-    """An entry plus up to two of its cross-references that are in the corpus."""
+def cross_refs(d: _Doc, by_name: dict[str, _Doc], exclude: set[str]) -> list[_Doc]:
+    """Up to two of ``d``'s cross-references that resolve to ``by_name`` docs, in the order
+    the entry links them, without repeats or ``exclude``d doc ids."""
     refs: list[_Doc] = []
     for ref in d.entry.refs:
         target = _resolve(ref, by_name)
-        if target is not None and target.doc_id != d.doc_id and target not in refs:
+        if target is not None and target.doc_id not in exclude and target not in refs:
             refs.append(target)
+    return refs[:2]
+
+
+def _multi_query(d: _Doc, by_name: dict[str, _Doc], seed: int) -> Query | None:
+    """An entry plus up to two of its cross-references that are in the corpus."""
+    refs = cross_refs(d, by_name, {d.doc_id})
     if not refs:
         return None
-    refs = refs[:2]
     pick = stable_hash(seed, "tmpl", d.doc_id)
     if len(refs) == 1:
         text = _MULTI_1[pick % 2].format(a=d.title, b=refs[0].title)

@@ -117,12 +117,7 @@ def build_benchmark_v2(entries: Sequence[Entry], wordnet: WordNet,
     def ranked(tag: str, docs: Sequence[_Doc]) -> list[_Doc]:
         return sorted(docs, key=lambda d: stable_hash(opts.seed, tag, d.doc_id))
 
-    senses = wordnet.noun_senses()
-    computing = wordnet.computing_domain_offsets()
-    matches = [(d, s) for d in pool if (s := match_sense(d.title, senses, computing))]
-    by_synset: dict[str, list[_Doc]] = {}
-    for d, s in matches:
-        by_synset.setdefault(s.offset, []).append(d)
+    matches, by_synset = sense_matches(pool, wordnet)
     semantic: list[Query] = []
     seen_synsets: set[str] = set()
     for d, s in sorted(((d, s) for d, s in matches if d in unique),
@@ -183,6 +178,19 @@ def build_benchmark_v2(entries: Sequence[Entry], wordnet: WordNet,
                                            allowed_roles=_caller_roles(q, roles, opts.seed)))
     audit = tuple(SenseMatch(d.doc_id, d.title, s.offset, s.gloss) for d, s in matches)
     return BuiltV2(documents, tuple(queries), len(pool), hard, audit)
+
+
+def sense_matches(pool: Sequence[_Doc], wordnet: WordNet
+                  ) -> tuple[list[tuple[_Doc, Synset]], dict[str, list[_Doc]]]:
+    """Each pool entry whose headword names a WordNet computing sense (``match_sense``), in
+    pool order, and the entries of each sense (synset offset -> entries)."""
+    senses = wordnet.noun_senses()
+    computing = wordnet.computing_domain_offsets()
+    matches = [(d, s) for d in pool if (s := match_sense(d.title, senses, computing))]
+    by_synset: dict[str, list[_Doc]] = {}
+    for d, s in matches:
+        by_synset.setdefault(s.offset, []).append(d)
+    return matches, by_synset
 
 
 def gloss_of(s: Synset, same_sense: list[_Doc]) -> str | None:

@@ -28,8 +28,8 @@ from bench.data.foldoc.benchmark import (
     _name_index,
     _norm,
     _qualifying,
-    _resolve,
     _take,
+    cross_refs,
 )
 from bench.data.foldoc.benchmark_v2 import (
     CATEGORIES_V2,
@@ -37,10 +37,11 @@ from bench.data.foldoc.benchmark_v2 import (
     BuiltV2,
     build_benchmark_v2,
     gloss_of,
+    sense_matches,
 )
 from bench.data.foldoc.dictd import Entry
 from bench.data.foldoc.text import stable_hash
-from bench.data.foldoc.wordnet import Synset, WordNet, match_sense
+from bench.data.foldoc.wordnet import Synset, WordNet
 
 BUILDER_VERSION_V3 = "3"
 CATEGORIES_V3 = (*CATEGORIES_V2[:-1], "semantic_multi_doc", CATEGORIES_V2[-1])
@@ -74,13 +75,8 @@ def build_benchmark_v3(entries: Sequence[Entry], wordnet: WordNet,
     spelled = Counter(_norm(d.title) for d in corpus)
     unique = [d for d in corpus if spelled[_norm(d.title)] == 1]
     by_name = _name_index(unique)
-    senses = wordnet.noun_senses()
-    computing = wordnet.computing_domain_offsets()
     # every pool entry naming a sense is a gold of its gloss (as v2): kilobyte / kibibyte
-    matches = [(d, s) for d in pool if (s := match_sense(d.title, senses, computing))]
-    by_synset: dict[str, list[_Doc]] = {}
-    for d, s in matches:
-        by_synset.setdefault(s.offset, []).append(d)
+    matches, by_synset = sense_matches(pool, wordnet)
     unique_ids = {d.doc_id for d in unique}
     candidates = sorted(((d, s) for d, s in matches if d.doc_id in unique_ids),
                         key=lambda m: stable_hash(opts.seed, "semantic_multi", m[0].doc_id))
@@ -115,15 +111,9 @@ def _semantic_multi_query(d: _Doc, s: Synset, same_sense: list[_Doc],
     gloss = gloss_of(s, same_sense)
     if gloss is None:
         return None
-    same = {x.doc_id for x in same_sense}
-    refs: list[_Doc] = []
-    for ref in d.entry.refs:
-        target = _resolve(ref, by_name)
-        if target is not None and target.doc_id not in same and target not in refs:
-            refs.append(target)
+    refs = cross_refs(d, by_name, {x.doc_id for x in same_sense})
     if not refs:
         return None
-    refs = refs[:2]
     pick = stable_hash(seed, "tmpl", d.doc_id)
     if len(refs) == 1:
         text = _SEMANTIC_MULTI_1[pick % 2].format(a=gloss, b=refs[0].title)
