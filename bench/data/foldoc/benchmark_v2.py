@@ -105,9 +105,25 @@ class BuiltV2:
     matches: tuple[SenseMatch, ...]  # every headword matched in the pool (not only queried)
 
 
+@dataclass(frozen=True)
+class V2Parts:
+    """What a v2 build derived on the way, for builds that extend it (version 3)."""
+
+    matches: list[tuple[_Doc, Synset]]  # pool entries naming a WordNet computing sense
+    by_synset: dict[str, list[_Doc]]  # synset offset -> pool entries naming it
+    corpus_unique: list[_Doc]  # corpus entries whose name no other corpus entry spells
+    by_name: dict[str, _Doc]  # their lower-cased names and aliases -> entry
+
+
 def build_benchmark_v2(entries: Sequence[Entry], wordnet: WordNet,
                        opts: BuildOptionsV2) -> BuiltV2:
     """Entries + WordNet -> documents, queries and hard negatives (see the module docstring)."""
+    return build_v2_parts(entries, wordnet, opts)[0]
+
+
+def build_v2_parts(entries: Sequence[Entry], wordnet: WordNet,
+                   opts: BuildOptionsV2) -> tuple[BuiltV2, V2Parts]:
+    """``build_benchmark_v2`` and what it derived on the way."""
     pool = _qualifying(entries, opts.v1())
     spelled = Counter(_norm(d.title) for d in pool)
     unique = [d for d in pool if spelled[_norm(d.title)] == 1]
@@ -160,8 +176,8 @@ def build_benchmark_v2(entries: Sequence[Entry], wordnet: WordNet,
     documents = tuple(_document(d, opts.seed) for d in corpus)
     roles = {d.doc_id: d.allowed_roles for d in documents}
     c_spelled = Counter(_norm(d.title) for d in corpus)
-    by_name = _name_index([d for d in corpus if c_spelled[_norm(d.title)] == 1])
     multi_targets = [d for d in corpus if c_spelled[_norm(d.title)] == 1]
+    by_name = _name_index(multi_targets)
     multi = _take(opts.n_multi, (_multi_query(d, by_name, opts.seed)
                                  for d in ranked("multi", multi_targets)))
     held_out = [d for d in order if d.doc_id not in chosen]
@@ -177,7 +193,8 @@ def build_benchmark_v2(entries: Sequence[Entry], wordnet: WordNet,
         queries.append(dataclasses.replace(q, query_id=qid,
                                            allowed_roles=_caller_roles(q, roles, opts.seed)))
     audit = tuple(SenseMatch(d.doc_id, d.title, s.offset, s.gloss) for d, s in matches)
-    return BuiltV2(documents, tuple(queries), len(pool), hard, audit)
+    return (BuiltV2(documents, tuple(queries), len(pool), hard, audit),
+            V2Parts(matches, by_synset, multi_targets, by_name))
 
 
 def sense_matches(pool: Sequence[_Doc], wordnet: WordNet

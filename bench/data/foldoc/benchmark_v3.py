@@ -3,7 +3,7 @@
 In: FOLDOC ``Entry`` records, a ``WordNet`` (Debian ``wordnet-base``) and ``BuildOptionsV3``.
 Out: ``BuiltV2`` records, deterministically from ``opts.seed``; no file-system access.
 
-Version 3 keeps version 2 whole (``build_benchmark_v2``): the same corpus, the same 590
+Version 3 keeps version 2 whole (``build_v2_parts``): the same corpus, the same 590
 questions with the same ids (``foldoc2:qNNNN``), so every per-query value measured on v2 is
 a v3 value too and ``bench.compare`` pairs them. It adds ``semantic_multi_doc``
 (``foldoc3:qNNNN``): "What is the term for <WordNet gloss of A>, and how is it related to
@@ -16,7 +16,6 @@ what a hybrid retriever is for, and a single lane is not enough.
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -25,9 +24,6 @@ from bench.data.foldoc.benchmark import (
     _caller_roles,
     _claims,
     _Doc,
-    _name_index,
-    _norm,
-    _qualifying,
     _take,
     cross_refs,
 )
@@ -35,9 +31,8 @@ from bench.data.foldoc.benchmark_v2 import (
     CATEGORIES_V2,
     BuildOptionsV2,
     BuiltV2,
-    build_benchmark_v2,
+    build_v2_parts,
     gloss_of,
-    sense_matches,
 )
 from bench.data.foldoc.dictd import Entry
 from bench.data.foldoc.text import stable_hash
@@ -68,17 +63,11 @@ class BuildOptionsV3(BuildOptionsV2):
 def build_benchmark_v3(entries: Sequence[Entry], wordnet: WordNet,
                        opts: BuildOptionsV3) -> BuiltV2:
     """Version 2, unchanged, plus ``semantic_multi_doc`` (see the module docstring)."""
-    v2 = build_benchmark_v2(entries, wordnet, opts.v2())
+    v2, parts = build_v2_parts(entries, wordnet, opts.v2())
     in_corpus = {d.doc_id for d in v2.documents}
-    pool = _qualifying(entries, opts.v2().v1())
-    corpus = [d for d in pool if d.doc_id in in_corpus]
-    spelled = Counter(_norm(d.title) for d in corpus)
-    unique = [d for d in corpus if spelled[_norm(d.title)] == 1]
-    by_name = _name_index(unique)
+    unique_ids = {d.doc_id for d in parts.corpus_unique}
     # every pool entry naming a sense is a gold of its gloss (as v2): kilobyte / kibibyte
-    matches, by_synset = sense_matches(pool, wordnet)
-    unique_ids = {d.doc_id for d in unique}
-    candidates = sorted(((d, s) for d, s in matches if d.doc_id in unique_ids),
+    candidates = sorted(((d, s) for d, s in parts.matches if d.doc_id in unique_ids),
                         key=lambda m: stable_hash(opts.seed, "semantic_multi", m[0].doc_id))
     seen: set[str] = set()  # one question per sense: kilobyte / kibibyte share a gloss
 
@@ -86,8 +75,8 @@ def build_benchmark_v3(entries: Sequence[Entry], wordnet: WordNet,
         for d, s in candidates:
             if s.offset in seen:
                 continue
-            q = _semantic_multi_query(d, s, by_synset[s.offset], by_name, in_corpus,
-                                      opts.seed)
+            q = _semantic_multi_query(d, s, parts.by_synset[s.offset], parts.by_name,
+                                      in_corpus, opts.seed)
             if q is not None:
                 seen.add(s.offset)
             yield q

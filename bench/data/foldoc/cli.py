@@ -108,8 +108,7 @@ def build(out: Path, *, deb: Path | None, cache_dir: Path | None,
 
 
 def _build_v2(out: Path, *, deb: Path | None, wordnet_deb: Path | None,
-              cache_dir: Path | None,
-              opts: BuildOptionsV2 | BuildOptionsV3) -> dict[str, object]:
+              cache_dir: Path | None, opts: BuildOptionsV2) -> dict[str, object]:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="foldoc-") as tmp_name:
         tmp = Path(tmp_name)

@@ -46,7 +46,7 @@ def build_hint(path: Path) -> str:
     return BUILD_HINT.format(version=version, path=path)
 
 
-AnyOptions = BuildOptions | BuildOptionsV2 | BuildOptionsV3
+AnyOptions = BuildOptions | BuildOptionsV2  # BuildOptionsV3 extends BuildOptionsV2
 
 
 @dataclass(frozen=True)
