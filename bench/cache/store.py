@@ -210,12 +210,15 @@ class ArtifactStore:
         upstream: Sequence[str],
         compute: Callable[[Path], None],
         load: Callable[[Path], T],
+        log_level: int = logging.INFO,
     ) -> tuple[T, str, bool]:
         """Load the artifact for these inputs, computing and storing it on a miss.
 
         ``compute(tmp_dir)`` writes the artifact files into ``tmp_dir``; ``load(dir)`` reads
         them back. Returns (artifact, key, hit); hit is False only when this process computed
-        it. Logs one line with hit/miss and wall time.
+        it. Logs one line with hit/miss and wall time (and one when it starts building) at
+        ``log_level``: many small artifacts summarised elsewhere (the generation memo) log at
+        DEBUG.
         """
         key = make_key(stage, version, params, upstream)
         t0 = time.perf_counter()
@@ -223,7 +226,8 @@ class ArtifactStore:
         rejected: dict[str, str] = {}  # writer token -> what was wrong with that artifact
         att = self._attempt(final, load, rejected)
         if att.ok:
-            return self._done(stage, key, "hit", att.value, t0)  # type: ignore[arg-type]
+            return self._done(stage, key, "hit", att.value, t0,  # type: ignore[arg-type]
+                              log_level)
 
         def published() -> bool:
             token = writer_token(final)
@@ -239,13 +243,15 @@ class ArtifactStore:
             try:
                 att = self._attempt(final, load, rejected)
                 if att.ok:
-                    return self._done(stage, key, "wait", att.value, t0)  # type: ignore[arg-type]
+                    return self._done(stage, key, "wait", att.value,  # type: ignore[arg-type]
+                                      t0, log_level)
                 if not got:
                     continue  # published while we waited, but it does not verify: lock it
                 if final.exists():
                     self.quarantine(stage, key, att.problem or "incomplete artifact")
                 self._clean_tmps(final, stage, key)
-                log.info("stage %-10s building (cache miss, key %s)", stage, key[:12])
+                log.log(log_level, "stage %-10s building (cache miss, key %s)", stage,
+                        key[:12])
                 meta = {
                     "stage": stage,
                     "version": version,
@@ -260,14 +266,16 @@ class ArtifactStore:
                 lock.release()
             break
         value = load(final)  # just written and hashed: a failure here is a bug, not damage
-        return self._done(stage, key, "miss", value, t0)
+        return self._done(stage, key, "miss", value, t0, log_level)
 
-    def _done(self, stage: str, key: str, kind: str, value: T, t0: float) -> tuple[T, str, bool]:
+    def _done(self, stage: str, key: str, kind: str, value: T, t0: float,
+              log_level: int) -> tuple[T, str, bool]:
         wall = time.perf_counter() - t0
         path = self.path_for(stage, key)
         self.events.append(CacheEvent(stage, key, kind != "miss", wall, str(path), kind))
         self.log.append(stage, key, kind, wall_s=round(wall, 6))
-        log.info("stage %-10s done in %.2fs (cache %s, key %s)", stage, wall, kind, key[:12])
+        log.log(log_level, "stage %-10s done in %.2fs (cache %s, key %s)", stage, wall, kind,
+                key[:12])
         return value, key, kind != "miss"
 
 

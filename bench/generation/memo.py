@@ -25,8 +25,7 @@ in, so identical prompts get identical answers within and across configs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -81,19 +80,6 @@ def memo_params(generator_params: dict[str, object], req: GenerationRequest
 
 def memo_key(generator_params: dict[str, object], req: GenerationRequest) -> str:
     return make_key(MEMO_STAGE, MEMO_VERSION, memo_params(generator_params, req), [])
-
-
-@contextmanager
-def _quiet(name: str) -> Iterator[None]:
-    """The store logs two lines per artifact; hundreds of memo entries would drown the run's
-    log, whose memo summary lines say the same in aggregate."""
-    logger = logging.getLogger(name)
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 class MemoGenerator:
@@ -187,11 +173,11 @@ class MemoGenerator:
             save_generations([gen], tmp / _FILE)
 
         # a concurrent writer of the same key publishes first: its entry is kept and ours
-        # dropped (both are this generator's greedy answer to this prompt)
-        with _quiet("bench"):
-            stored, stored_key, _ = self.store.resolve(MEMO_STAGE, version=MEMO_VERSION,
-                                                       params=params, upstream=[],
-                                                       compute=write, load=_load)
+        # dropped (both are this generator's greedy answer to this prompt). The store's two
+        # lines per entry go to DEBUG: the memo summary lines say the same in aggregate.
+        stored, stored_key, _ = self.store.resolve(MEMO_STAGE, version=MEMO_VERSION,
+                                                   params=params, upstream=[], compute=write,
+                                                   load=_load, log_level=logging.DEBUG)
         assert stored_key == key, "memo entries are found by the key they are stored under"
         self._mem[key] = stored
 

@@ -5,6 +5,7 @@ misses, failures are never stored, sampled requests bypass it, entries outlive t
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -114,6 +115,25 @@ def test_damaged_entry_is_regenerated(tmp_path: Path) -> None:
     fresh = MemoGenerator(inner, store)
     assert fresh.generate([req])[0].text == "p #2"  # regenerated, not served damaged
     assert fresh.counts.answer_misses == 1
+
+
+def test_memo_entries_log_at_debug_and_other_stages_at_info(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The store's per-artifact lines for memo entries go to DEBUG (the memo's summary lines
+    say the same in aggregate); the level of the shared "bench" logger is left alone, so other
+    stages and other threads keep their INFO lines."""
+    store = ArtifactStore(tmp_path)
+    memo = MemoGenerator(Counting(), store)
+    caplog.set_level(logging.DEBUG, logger="bench")
+    memo.generate([_req("q1", "what is a byte")])
+    memo_lines = [r for r in caplog.records if MEMO_STAGE in r.getMessage()]
+    assert memo_lines and all(r.levelno == logging.DEBUG for r in memo_lines)
+    assert logging.getLogger("bench").level == logging.DEBUG  # as the test set it
+    caplog.clear()
+    store.resolve("other", version="1", params={"a": 1}, upstream=[],
+                  compute=lambda tmp: (tmp / "x").write_text("x"),
+                  load=lambda path: (path / "x").read_text())
+    assert [r.levelno for r in caplog.records if "other" in r.getMessage()] == [logging.INFO] * 2
 
 
 def test_memo_needs_greedy_decoding(compose_cfg) -> None:  # type: ignore[no-untyped-def]
