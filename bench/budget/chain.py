@@ -23,9 +23,6 @@ import numpy as np
 
 from bench.config.build import OptionError
 
-#: per-query stages of a probed chain (``bench.pipeline.request``); stage ceilings name these
-PROBE_STAGES = ("embed_query", "retrieve", "fold", "lexical", "fusion", "filters", "rerank",
-                "rerank_cut")
 PRICE_UNITS = ("gpu_hour", "cpu_hour")
 
 
@@ -38,6 +35,8 @@ class BudgetCheck:
     measured: float  # the point estimate on the probe sample
     bound: float  # the one-sided lower confidence bound (VRAM: the peak itself)
     over: bool
+    #: the latency stage of a stage ceiling (None for the others)
+    stage: str | None = None
 
     def describe(self) -> str:
         verdict = "over" if self.over else "within"
@@ -68,7 +67,9 @@ class ChainBudget:
     """Ceilings on a config's whole chain (null = no limit).
 
     probe_queries: queries in the seeded probe sample. seed: of the sample and the bootstrap.
-    max_stage_p95_ms: ceiling per probe stage ({rerank: 40, retrieve: 5}).
+    max_stage_p95_ms: ceiling per latency stage ({rerank: 40, retrieve: 5}); the stages are
+    those the plan's query-time ops time (``Plan.query_time_stages``): a name no config of
+    the run has is a config error before any work (``check_stages``).
     max_e2e_p95_ms: ceiling on the end-to-end p95 (sum along the chain per query).
     max_vram_bytes: ceiling on the probe's peak VRAM (from telemetry; never checked on CPU).
     price_per_hour / price_unit: one worker's price (gpu_hour | cpu_hour) for cost per query;
@@ -94,9 +95,6 @@ class ChainBudget:
             raise OptionError("probe_queries", f"must be >= 2, got {probe_queries}")
         stages = dict(max_stage_p95_ms or {})
         for stage, limit in stages.items():
-            if stage not in PROBE_STAGES:
-                raise OptionError(f"max_stage_p95_ms.{stage}",
-                                  f"unknown stage; use one of {', '.join(PROBE_STAGES)}")
             if limit is None or limit <= 0:
                 raise OptionError(f"max_stage_p95_ms.{stage}", f"must be > 0, got {limit}")
         for name, value in (("max_e2e_p95_ms", max_e2e_p95_ms),
@@ -128,6 +126,15 @@ class ChainBudget:
     def probe_queries(self) -> int:
         return self._probe
 
+    def check_stages(self, stages: tuple[str, ...]) -> None:
+        """Every stage ceiling must name a latency stage of the run's chains (``stages``),
+        else it could never fire."""
+        for stage in self.max_stage_p95_ms:
+            if stage not in stages:
+                raise OptionError(f"max_stage_p95_ms.{stage}",
+                                  f"no config of this run has this stage; its stages: "
+                                  f"{', '.join(stages)}")
+
     def cost_per_query(self, e2e_mean_ms: float) -> float | None:
         """Price of one query at ``e2e_mean_ms`` of one worker's time (None without a price)."""
         if self.price_per_hour is None:
@@ -135,11 +142,11 @@ class ChainBudget:
         return self.price_per_hour * e2e_mean_ms / 3_600_000.0
 
     def _check(self, name: str, values: np.ndarray, stat: str, limit: float,
-               scale: float = 1.0) -> BudgetCheck:
+               scale: float = 1.0, stage: str | None = None) -> BudgetCheck:
         measured = point(values, stat) * scale
         bound = bootstrap_lower(values, stat, confidence=self.confidence,
                                 resamples=self.resamples, seed=self.seed) * scale
-        return BudgetCheck(name, limit, measured, bound, bound > limit)
+        return BudgetCheck(name, limit, measured, bound, bound > limit, stage)
 
     def judge(self, stage_ms: Mapping[str, np.ndarray], e2e_ms: np.ndarray,
               peak_vram_bytes: int | None) -> list[BudgetCheck]:
@@ -148,7 +155,8 @@ class ChainBudget:
         out = []
         for stage, limit in self.max_stage_p95_ms.items():
             if stage in stage_ms and len(stage_ms[stage]):
-                out.append(self._check(f"stage_p95_ms[{stage}]", stage_ms[stage], "p95", limit))
+                out.append(self._check(f"stage_p95_ms[{stage}]", stage_ms[stage], "p95", limit,
+                                       stage=stage))
         if self.max_e2e_p95_ms is not None and len(e2e_ms):
             out.append(self._check("e2e_p95_ms", e2e_ms, "p95", self.max_e2e_p95_ms))
         if self.max_cost_per_query is not None and self.price_per_hour is not None \

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from bench.chunking.base import Chunker, ChunkTable, Tokenizer
 from bench.chunking.stats import ChunkStats, NearDupPair, NearDupReport
 from bench.data.base import Dataset
+from bench.pipeline.lanes import PlanState, params_label
+from bench.pipeline.node import Node, OpTraits, Phase
 from bench.telemetry.base import TimingLog
 
 
@@ -48,7 +50,12 @@ class ChunkReport:
 
 
 @dataclass(frozen=True)
-class ChunkOp:
+class ChunkInputs:
+    data: Dataset
+
+
+@dataclass(frozen=True)
+class ChunkOp(OpTraits):
     """Dataset -> ChunkTable. Keyed on the tokenizer too: every chunker reports n_tokens in
     the embedder's tokens."""
 
@@ -56,36 +63,45 @@ class ChunkOp:
     tokenizer: Tokenizer
     stage: str = "chunk"
     version: str = "1"
+    phase: ClassVar[Phase] = Phase.INDEX
+    Inputs: ClassVar[type] = ChunkInputs
 
     def params(self) -> Mapping[str, Any]:
         return {"chunker": self.chunker.cache_params(), "kind": type(self.chunker).__name__,
                 "tokenizer": self.tokenizer.name}
 
-    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
-        (dataset,) = inputs
-        assert isinstance(dataset, Dataset)
+    def write(self, inputs: ChunkInputs, directory: Path, timing: TimingLog) -> None:
+        dataset = inputs.data
         with timing.measure("total", len(dataset.documents)):
             table = self.chunker.chunk(dataset.documents, tokenizer=self.tokenizer)
         table.save(directory / "chunks.parquet")
 
-    def load(self, directory: Path, inputs: Sequence[Any]) -> ChunkTable:
+    def load(self, directory: Path, inputs: ChunkInputs) -> ChunkTable:
         return ChunkTable.load(directory / "chunks.parquet")
 
 
 @dataclass(frozen=True)
-class ChunkStatsOp:
+class ChunkStatsInputs:
+    data: Dataset
+    chunks: ChunkTable
+
+
+@dataclass(frozen=True)
+class ChunkStatsOp(OpTraits):
     """(Dataset, ChunkTable) -> ChunkReport, once per chunking."""
 
     stage: str = "chunk_stats"
     version: str = "1"
+    phase: ClassVar[Phase] = Phase.OFFLINE
+    Inputs: ClassVar[type] = ChunkStatsInputs
 
     def params(self) -> Mapping[str, Any]:
         return {}
 
-    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
+    def write(self, inputs: ChunkStatsInputs, directory: Path, timing: TimingLog) -> None:
         from bench.chunking.stats import chunk_stats, near_duplicates
 
-        dataset, chunks = inputs
+        dataset, chunks = inputs.data, inputs.chunks
         with timing.measure("total", len(chunks)):
             stats = chunk_stats(chunks, dataset.documents)
             dups = near_duplicates(chunks)
@@ -95,5 +111,16 @@ class ChunkStatsOp:
         (directory / "chunk_stats.json").write_text(
             json.dumps(report.to_json(), indent=2, default=str))
 
-    def load(self, directory: Path, inputs: Sequence[Any]) -> ChunkReport:
+    def load(self, directory: Path, inputs: ChunkStatsInputs) -> ChunkReport:
         return ChunkReport.from_json(json.loads((directory / "chunk_stats.json").read_text()))
+
+
+def expand(s: PlanState) -> PlanState:
+    """The chunk table of the corpus and its report (shared by every config)."""
+    c = s.comps
+    data = s.node("data")
+    chunk = Node.of(ChunkOp(c.chunker, c.embedder.tokenizer),
+                    f"{type(c.chunker).__name__} {params_label(c.chunker.cache_params())}",
+                    data=data)
+    return s.with_nodes(chunk=chunk, chunk_stats=Node.of(ChunkStatsOp(), "chunk report",
+                                                         data=data, chunks=chunk))

@@ -3,36 +3,23 @@
 The top level is typed here (OmegaConf rejects an unknown top-level key or a wrong type at
 compose time). Stage groups are typed ``Any`` because each option's schema is the signature of
 its ``_target_`` class: ``bench.config.build`` checks option names and types against that
-signature, so a component is declared in exactly one place (its constructor).
+signature, so a component is declared in exactly one place (its constructor). The stage
+groups themselves come from the stage list (``bench.pipeline.stages``): ``BenchConfig`` has
+one field per group of every stage entry.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from bench.pipeline.stages import stage_groups
+
 #: Every stage group, in data-flow order. conf/config.yaml's defaults list names each one.
-STAGE_GROUPS = (
-    "dataset",
-    "chunker",
-    "embedder",
-    "index",
-    "retriever",
-    "lexical",
-    "fusion",
-    "filters",
-    "reranker",
-    "context",
-    "generator",
-    "answers",
-    "judge",
-    "telemetry",
-    "budget",
-    "report",
-)
+STAGE_GROUPS = stage_groups()
 
 DEFAULT_METRICS = [
     "ndcg@10",
@@ -123,7 +110,9 @@ class CapacityConfig:
 
 
 @dataclass
-class BenchConfig:
+class TopLevelConfig:
+    """The keys outside the stage groups."""
+
     experiment_name: str = "default"
     #: auto | cpu | cuda. cuda without a GPU is an error, never a silent fallback.
     device: str = "auto"
@@ -136,22 +125,12 @@ class BenchConfig:
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     gates: list[GateConfig] = field(default_factory=list)
     capacity: CapacityConfig = field(default_factory=CapacityConfig)
-    dataset: Any = MISSING
-    chunker: Any = MISSING
-    embedder: Any = MISSING
-    index: Any = MISSING
-    retriever: Any = MISSING
-    lexical: Any = MISSING
-    fusion: Any = MISSING
-    filters: Any = MISSING
-    reranker: Any = MISSING
-    context: Any = MISSING
-    generator: Any = MISSING
-    answers: Any = MISSING
-    judge: Any = MISSING
-    telemetry: Any = MISSING
-    budget: Any = MISSING
-    report: Any = MISSING
+
+
+#: the top level plus one ``Any`` field per stage group (its option's schema is its class)
+BenchConfig = make_dataclass(
+    "BenchConfig", [(g, Any, field(default=MISSING)) for g in STAGE_GROUPS],
+    bases=(TopLevelConfig,))
 
 
 def register() -> None:

@@ -30,6 +30,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bench.config.schema import BenchConfig, GateConfig, MetricsConfig
 from bench.errors import BenchError, ConfigError
+from bench.pipeline.stages import config_gate_metrics
 
 #: 32-bit bound for cutoffs and relevance levels (trec_eval and our kernels' int arrays).
 MAX_INT32 = 2**31 - 1
@@ -45,13 +46,9 @@ CATEGORY_PREFIX = "category:"
 #: (``check_gates_matched``), since whether it is computed depends on the index.
 PIPELINE_FAMILIES = ("ann_recall",)
 #: budget gates: columns of configs.parquet, one value per config, gated with scope ``all``
-#: (latency in ms, VRAM in bytes, cost in the configured price's currency)
-CONFIG_GATE_METRICS = (
-    "e2e_p50_ms", "e2e_p95_ms", "e2e_p99_ms", "p50_ms", "p95_ms", "p99_ms", "qps",
-    "rerank_p50_ms", "rerank_p95_ms", "rerank_p99_ms", "rerank_pairs_per_s",
-    "unauthorized_hits", "cost_per_query", "peak_vram_bytes", "index_bytes", "build_s",
-    "false_exclusion_rate", "doc_false_exclusion_rate", "filter_removed",
-)
+#: (latency in ms, VRAM in bytes, cost in the configured price's currency); each stage of
+#: the stage list names the columns it fills (``bench.pipeline.stages``)
+CONFIG_GATE_METRICS = config_gate_metrics()
 
 
 def validate_top_level_config(cfg: DictConfig) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -52,6 +52,16 @@ class Embedder(Protocol):
         ``kind`` is "document" or "query" (models with asymmetric prefixes use it). Rows are
         written in input order, L2-normalised when the embedder normalises.
         """
+        ...
+
+
+@runtime_checkable
+class QueryEncoder(Embedder, Protocol):
+    """An embedder with its own per-request path for one query (no batching statistics or
+    progress bar around the model call), as a serving system calls it."""
+
+    def encode_query(self, text: str) -> np.ndarray:
+        """One query's vector, float32 [1, dim]."""
         ...
 
 

@@ -6,14 +6,19 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from bench.chunking.base import ChunkTable
 from bench.data.base import Dataset
-from bench.embedding.base import Embedder, EmbeddingStats
+from bench.embedding.base import Embedder, EmbeddingStats, QueryEncoder
+from bench.pipeline.lanes import PlanState
+from bench.pipeline.node import Node, OneQuery, OpTraits, Phase, QueryTimer
 from bench.telemetry.base import TimingLog
+
+#: the latency stage of encoding one query (a serving system does it per request)
+EMBED_QUERY_STAGE = "embed_query"
 
 
 @dataclass(frozen=True)
@@ -23,31 +28,45 @@ class Embeddings:
 
 
 @dataclass(frozen=True)
-class EmbedOp:
-    """Chunks (``kind="document"``) or the dataset's queries (``kind="query"``) -> vectors,
-    streamed into a memmap so they are never all in RAM at once."""
+class EmbedInputs:
+    """The texts to encode: a ChunkTable (documents) or a Dataset (its queries)."""
+
+    source: ChunkTable | Dataset
+
+
+@dataclass(frozen=True)
+class EmbedOp(OpTraits):
+    """Chunks (``kind="document"``: index time) or the dataset's queries (``kind="query"``:
+    per query at serving time) -> vectors, streamed into a memmap so they are never all in
+    RAM at once."""
 
     embedder: Embedder
     kind: str  # document | query
     device: str
     version: str = "1"
+    Inputs: ClassVar[type] = EmbedInputs
+    latency_stages: ClassVar[tuple[str, ...]] = (EMBED_QUERY_STAGE,)
+    work_stages: ClassVar[tuple[str, ...]] = (EMBED_QUERY_STAGE,)
 
     @property
     def stage(self) -> str:
         return "embed_docs" if self.kind == "document" else "embed_queries"
 
+    @property
+    def phase(self) -> Phase:
+        return Phase.INDEX if self.kind == "document" else Phase.QUERY
+
     def params(self) -> Mapping[str, Any]:
         return {"embedder": self.embedder.cache_params(), "kind": self.kind}
 
     @staticmethod
-    def texts(source: Any) -> Sequence[str]:
+    def texts(source: ChunkTable | Dataset) -> Sequence[str]:
         if isinstance(source, ChunkTable):
             return source.text
-        assert isinstance(source, Dataset)
         return [q.text for q in source.queries]
 
-    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
-        texts = self.texts(inputs[0])
+    def write(self, inputs: EmbedInputs, directory: Path, timing: TimingLog) -> None:
+        texts = self.texts(inputs.source)
         out = np.lib.format.open_memmap(directory / "vectors.npy", mode="w+", dtype=np.float32,
                                         shape=(len(texts), self.embedder.dim))
         with timing.measure("total", len(texts), sync_cuda=self.device == "cuda"):
@@ -56,17 +75,22 @@ class EmbedOp:
         del out
         (directory / "stats.json").write_text(json.dumps(stats.__dict__))
 
-    def load(self, directory: Path, inputs: Sequence[Any]) -> Embeddings:
+    def load(self, directory: Path, inputs: EmbedInputs) -> Embeddings:
         return Embeddings(np.load(directory / "vectors.npy", mmap_mode="r"),
                           EmbeddingStats(**json.loads((directory / "stats.json").read_text())))
+
+    def run_one(self, inputs: EmbedInputs, query: OneQuery, timer: QueryTimer) -> Embeddings:
+        """The query's vector [1, dim] as a server encodes it per request."""
+        with timer.measure(EMBED_QUERY_STAGE):
+            vec = encode_one_query(self.embedder, query.text)
+        return Embeddings(vec, EmbeddingStats(1, 0, 0.0, 0))
 
 
 def encode_one_query(embedder: Embedder, text: str) -> np.ndarray:
     """One query's vector [1, dim] as a server computes it per request: the embedder's own
     per-request path where it has one (no batching statistics around it), else a batch of 1."""
-    one_query = getattr(embedder, "encode_query", None)
-    if callable(one_query):
-        return np.asarray(one_query(text), dtype=np.float32)
+    if isinstance(embedder, QueryEncoder):
+        return np.asarray(embedder.encode_query(text), dtype=np.float32)
     out = np.zeros((1, embedder.dim), dtype=np.float32)
     embedder.encode([text], kind="query", out=out)
     return out
@@ -77,7 +101,12 @@ QUERY_LATENCY_MAX = 1000
 
 
 @dataclass(frozen=True)
-class QueryLatencyOp:
+class QueryLatencyInputs:
+    data: Dataset
+
+
+@dataclass(frozen=True)
+class QueryLatencyOp(OpTraits):
     """The query encoder as a server runs it: one query at a time, each timed with its
     ``query_id`` (stage ``embed_query``). The batch pass (``EmbedOp``) gives the vectors;
     this gives the per-query cost a config's end-to-end latency adds for its dense lane.
@@ -87,15 +116,18 @@ class QueryLatencyOp:
     device: str
     max_queries: int = QUERY_LATENCY_MAX
     seed: int = 0
-    stage: str = "embed_query"
+    stage: str = EMBED_QUERY_STAGE
     version: str = "1"
+    #: a measurement of the per-query encoder (its samples count end to end), no serving work
+    phase: ClassVar[Phase] = Phase.OFFLINE
+    Inputs: ClassVar[type] = QueryLatencyInputs
 
     def params(self) -> Mapping[str, Any]:
         return {"embedder": self.embedder.cache_params(), "max_queries": self.max_queries,
                 "seed": self.seed}
 
-    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
-        dataset: Dataset = inputs[0]
+    def write(self, inputs: QueryLatencyInputs, directory: Path, timing: TimingLog) -> None:
+        dataset = inputs.data
         queries = dataset.queries
         picked = list(range(len(queries)))
         if len(queries) > self.max_queries:
@@ -115,5 +147,19 @@ class QueryLatencyOp:
         (directory / "sample.txt").write_text("\n".join(queries[int(i)].query_id
                                                         for i in picked))
 
-    def load(self, directory: Path, inputs: Sequence[Any]) -> None:
+    def load(self, directory: Path, inputs: QueryLatencyInputs) -> None:
         return None
+
+
+def expand(s: PlanState) -> PlanState:
+    """Document vectors (index time), query vectors (per query) and the per-query encoder's
+    latency measurement, for the run's one embedder."""
+    emb, device = s.comps.embedder, s.device
+    name = type(emb).__name__
+    data = s.node("data")
+    return s.with_nodes(
+        embed_docs=Node.of(EmbedOp(emb, "document", device), f"{name} documents",
+                           source=s.node("chunk")),
+        embed_queries=Node.of(EmbedOp(emb, "query", device), f"{name} queries", source=data),
+        query_latency=Node.of(QueryLatencyOp(emb, device), f"{name} single-query latency",
+                              data=data))

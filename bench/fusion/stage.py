@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from bench.data.base import Dataset
 from bench.fusion.base import Fusion, FusionVariant
+from bench.pipeline.lanes import ConfigKind, PlanState, lane
+from bench.pipeline.node import Node, OneQuery, OpTraits, Phase, QueryTimer
 from bench.retrieval.base import Hits, Pool, order_key
 from bench.telemetry.base import TimingLog
+
+FUSION_STAGE = "fusion"
 
 
 def carry_chunks(fused: Hits, sources: Sequence[Hits], n_docs: int) -> Hits:
@@ -31,14 +36,25 @@ def carry_chunks(fused: Hits, sources: Sequence[Hits], n_docs: int) -> Hits:
 
 
 @dataclass(frozen=True)
-class FuseOp:
+class FuseInputs:
+    dense: Pool
+    sparse: Pool
+    data: Dataset
+
+
+@dataclass(frozen=True)
+class FuseOp(OpTraits):
     """(dense Pool, lexical Pool, Dataset) -> fused Pool for one variant (cheap: not cached)."""
 
     fusion: Fusion
     variant: FusionVariant
     k: int
-    stage: str = "fusion"
+    stage: str = FUSION_STAGE
     version: str = "1"
+    phase: ClassVar[Phase] = Phase.QUERY
+    Inputs: ClassVar[type] = FuseInputs
+    latency_stages: ClassVar[tuple[str, ...]] = (FUSION_STAGE,)
+    work_stages: ClassVar[tuple[str, ...]] = (FUSION_STAGE,)
 
     def params(self) -> Mapping[str, Any]:
         # the variant names its method ("rrf(k=60)"), whichever Fusion set listed it, so the
@@ -46,9 +62,34 @@ class FuseOp:
         return {"variant": self.variant.name, "params": [list(p) for p in self.variant.params],
                 "k": self.k}
 
-    def run(self, inputs: Sequence[Any], timing: TimingLog) -> Pool:
-        dense, sparse, dataset = inputs
-        with timing.measure("total", dense.hits.n_queries):
-            fused = self.fusion.fuse(dense.hits, sparse.hits, self.variant,
-                                     id_key=order_key(dataset.doc_ids), k=self.k)
-        return Pool(carry_chunks(fused, [dense.hits, sparse.hits], len(dataset.documents)))
+    def _fuse(self, inputs: FuseInputs, id_key: np.ndarray) -> Hits:
+        return self.fusion.fuse(inputs.dense.hits, inputs.sparse.hits, self.variant,
+                                id_key=id_key, k=self.k)
+
+    def _carry(self, inputs: FuseInputs, fused: Hits) -> Pool:
+        return Pool(carry_chunks(fused, [inputs.dense.hits, inputs.sparse.hits],
+                                 len(inputs.data.documents)))
+
+    def run(self, inputs: FuseInputs, timing: TimingLog) -> Pool:
+        with timing.measure("total", inputs.dense.hits.n_queries):
+            fused = self._fuse(inputs, order_key(inputs.data.doc_ids))
+        return self._carry(inputs, fused)
+
+    def run_one(self, inputs: FuseInputs, query: OneQuery, timer: QueryTimer) -> Pool:
+        with timer.measure(FUSION_STAGE):  # a server pays the chunk carry-over too
+            return self._carry(inputs, self._fuse(inputs, query.id_key))
+
+
+def expand(s: PlanState) -> PlanState:
+    """One fused config per fusion variant over the first dense lane and the BM25 lane."""
+    f = s.comps.fusion
+    dense = next((c for c in s.configs if c.kind is ConfigKind.DENSE and not c.reference),
+                 None)
+    if f is None or dense is None or "lexical" not in s.nodes:
+        return s
+    k = s.comps.retriever.k
+    fused = [lane(v.name, ConfigKind.FUSED,
+                  Node.of(FuseOp(f, v, k), v.name, dense=dense.leaf,
+                          sparse=s.node("lexical"), data=s.node("data")), dict(v.params))
+             for v in f.variants()]
+    return s.with_configs([*s.configs, *fused])

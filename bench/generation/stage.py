@@ -25,7 +25,7 @@ import random
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -52,10 +52,14 @@ from bench.generation.base import (
     Generator,
     SamplingParams,
 )
-from bench.pipeline.node import Node
+from bench.pipeline.lanes import ConfigKind, ConfigSpec, PlanState, config_id_of
+from bench.pipeline.node import Node, OpTraits, Phase
 from bench.rerank.stage import passages
 from bench.retrieval.base import Pool
 from bench.telemetry.base import TimingLog
+
+if TYPE_CHECKING:
+    from bench.judge.base import Judge
 
 GENERATIONS_FILE = "generations.parquet"
 
@@ -73,7 +77,7 @@ def check_generation_config(g: Any) -> None:
     if g.memo and g.temperature > 0:
         raise ConfigError("generation.memo", "memoises greedy answers only: needs "
                           f"generation.temperature=0, got {g.temperature}")
-    kinds = ("dense", "lexical", "fused", "reranked")
+    kinds = tuple(k.value for k in ConfigKind if k is not ConfigKind.GENERATED)
     bad = [k for k in g.kinds if k not in kinds]
     if bad:
         raise ConfigError("generation.kinds", f"unknown kinds {bad}; choose from {kinds}")
@@ -131,7 +135,17 @@ class Contexts:
 
 
 @dataclass(frozen=True)
-class ContextOp:
+class ContextInputs:
+    pool: Pool
+    chunks: ChunkTable
+    data: Dataset
+
+
+@dataclass(frozen=True)
+class ContextOp(OpTraits):
+    """Answers are generated in batch after retrieval (``OFFLINE``): end-to-end latency is
+    the retrieval chain's, and the per-query loop stops before the context."""
+
     builder: ContextBuilder | JudgedContextBuilder
     generator: Generator
     subset: tuple[str, ...]
@@ -139,6 +153,8 @@ class ContextOp:
     relevance_level: int = 1
     stage: str = "context"
     version: str = "1"
+    phase: ClassVar[Phase] = Phase.OFFLINE
+    Inputs: ClassVar[type] = ContextInputs
 
     def params(self) -> Mapping[str, Any]:
         params: dict[str, Any] = {"builder": self.builder.cache_params(),
@@ -148,8 +164,8 @@ class ContextOp:
             params["relevance_level"] = self.relevance_level
         return params
 
-    def run(self, inputs: Sequence[Any], timing: TimingLog) -> Contexts:
-        pool, chunks, dataset = inputs
+    def run(self, inputs: ContextInputs, timing: TimingLog) -> Contexts:
+        pool, chunks, dataset = inputs.pool, inputs.chunks, inputs.data
         if isinstance(self.builder, JudgedContextBuilder):
             items = judged_items(pool, chunks, dataset, self.subset, self.relevance_level)
             with timing.measure("total", len(items)):
@@ -272,17 +288,24 @@ def load_generations(path: Path) -> list[Generation]:
 
 
 @dataclass(frozen=True)
-class GenerateOp:
+class GenerateInputs:
+    contexts: Contexts
+
+
+@dataclass(frozen=True)
+class GenerateOp(OpTraits):
     generator: Generator
     sampling: SamplingParams
     stage: str = "generate"
     version: str = "1"
+    phase: ClassVar[Phase] = Phase.OFFLINE
+    Inputs: ClassVar[type] = GenerateInputs
 
     def params(self) -> Mapping[str, Any]:
         return {"generator": self.generator.cache_params(), "sampling": asdict(self.sampling)}
 
-    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
-        (ctx,) = inputs
+    def write(self, inputs: GenerateInputs, directory: Path, timing: TimingLog) -> None:
+        ctx = inputs.contexts
         requests = [GenerationRequest(c.query_id, tuple(c.messages), self.sampling)
                     for c in ctx.contexts]
         gens = self.generator.generate(requests) if requests else []
@@ -292,7 +315,7 @@ class GenerateOp:
             timing.add("query", g.output_tokens, g.e2e_ms, g.request_id)
         save_generations(gens, directory / GENERATIONS_FILE)
 
-    def load(self, directory: Path, inputs: Sequence[Any]) -> list[Generation]:
+    def load(self, directory: Path, inputs: GenerateInputs) -> list[Generation]:
         return load_generations(directory / GENERATIONS_FILE)
 
 
@@ -302,7 +325,7 @@ class GenerationSettings:
     builder: ContextBuilder | ContextSweep
     sampling: SamplingParams
     subset: tuple[str, ...]
-    judge: Any = None  # bench.judge.base.Judge | None
+    judge: Judge | None = None
     kinds: tuple[str, ...] = ()
     relevance_level: int = 1
     #: a judged builder's scope (which queries the subset was drawn from), else None
@@ -321,12 +344,19 @@ def context_variants(builder: ContextBuilder | ContextSweep) -> list[ContextVari
 
 @dataclass(frozen=True)
 class GeneratedNodes:
-    """One generated config of a pool: its label, own params, answers node and leaf."""
+    """One generated config of a pool: its label, own params, answers node and leaf, and
+    the names of its generator and judge (None: no judge)."""
 
     label: str
     params: dict[str, object]
     answers: Node
     leaf: Node
+    generator: str
+    judge: str | None
+
+    @property
+    def contexts(self) -> Node:
+        return self.answers.input("contexts")
 
 
 def generation_nodes(s: GenerationSettings, pool: Node, chunk: Node, data: Node, *,
@@ -338,14 +368,37 @@ def generation_nodes(s: GenerationSettings, pool: Node, chunk: Node, data: Node,
     out = []
     for v in context_variants(s.builder):
         ctx_label = f"{label}>{v.label}" if v.label else label
-        ctx = Node(ContextOp(v.builder, s.generator, s.subset, s.relevance_level),
-                   (pool, chunk, data), f"context of {ctx_label} ({len(s.subset)} queries)")
+        ctx = Node.of(ContextOp(v.builder, s.generator, s.subset, s.relevance_level),
+                      f"context of {ctx_label} ({len(s.subset)} queries)",
+                      pool=pool, chunks=chunk, data=data)
         gen_label = f"{ctx_label}>gen({name})"
-        gen = Node(GenerateOp(s.generator, s.sampling), (ctx,), gen_label)
+        gen = Node.of(GenerateOp(s.generator, s.sampling), gen_label, contexts=ctx)
         if s.judge is None:
-            out.append(GeneratedNodes(gen_label, dict(v.params), gen, gen))
+            out.append(GeneratedNodes(gen_label, dict(v.params), gen, gen, name, None))
             continue
-        jlabel = f"{gen_label}>judge({judge_name(s.judge)})"
+        jname = judge_name(s.judge)
+        jlabel = f"{gen_label}>judge({jname})"
         out.append(GeneratedNodes(gen_label, dict(v.params), gen,
-                                  Node(JudgeOp(s.judge), (gen, ctx, data), jlabel)))
+                                  Node.of(JudgeOp(s.judge), jlabel, generations=gen,
+                                          contexts=ctx, data=data), name, jname))
     return out
+
+
+def expand(s: PlanState) -> PlanState:
+    """Per config so far (of ``generation.kinds``; empty: every kind) and context variant,
+    one generated config: the pool's chain, then context -> generate [-> judge]. Its parent
+    is the pool config; the variants of a swept context option share the pool node."""
+    g = s.generation
+    if g is None:
+        return s
+    out = []
+    for p in s.configs:
+        if g.kinds and p.kind not in g.kinds:
+            continue
+        for n in generation_nodes(g, p.leaf, s.node("chunk"), s.node("data"), label=p.label):
+            params = {**p.params, **n.params, "generator": n.generator,
+                      "answered_queries": len(g.subset), "judge": n.judge}
+            out.append(ConfigSpec(config_id_of(n.leaf), n.label, ConfigKind.GENERATED, n.leaf,
+                                  params, p.config_id, p.filter_pair, pool=p.leaf,
+                                  answers=n.answers))
+    return s.with_configs([*s.configs, *out])

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from bench.config.build import OptionError
 from bench.errors import ConfigError
 from bench.index.base import BuildInfo, BuiltIndex, SearchResult, VectorIndex
+from bench.pipeline.lanes import PlanState, params_label
+from bench.pipeline.node import Node, OpTraits, Phase
 from bench.telemetry.base import TimingLog
+
+if TYPE_CHECKING:
+    from bench.embedding.stage import Embeddings
 
 #: chunk-level columns kept per query for ANN recall (recall@k needs k <= this)
 ANN_COLUMNS = 100
@@ -36,7 +41,12 @@ def load_search(directory: Path, prefix: str) -> SearchResult:
 
 
 @dataclass(frozen=True)
-class IndexOp:
+class IndexInputs:
+    embeddings: Embeddings
+
+
+@dataclass(frozen=True)
+class IndexOp(OpTraits):
     """Document Embeddings -> a built index. Keyed on the BUILD options only; query-time
     settings (efSearch, nprobe) are swept on the one built index. Options derived from the
     corpus size (an automatic nlist) are keyed as "auto": the size is fixed by the upstream
@@ -46,27 +56,34 @@ class IndexOp:
     device: str
     stage: str = "index"
     version: str = "2"
+    phase: ClassVar[Phase] = Phase.INDEX
+    Inputs: ClassVar[type] = IndexInputs
 
     def params(self) -> Mapping[str, Any]:
         return {"index": self.index.cache_params(), "kind": type(self.index).__name__}
 
-    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
-        (emb,) = inputs
+    def write(self, inputs: IndexInputs, directory: Path, timing: TimingLog) -> None:
         try:
-            built, info = self.index.build(np.asarray(emb.vectors))
+            built, info = self.index.build(np.asarray(inputs.embeddings.vectors))
         except OptionError as exc:  # a build option that only fails against real vectors
             raise ConfigError(f"index.{exc.option}", exc.message) from None
         built.save(directory)
         (directory / "build.json").write_text(json.dumps(info.__dict__))
         timing.add("total", info.n_vectors, info.build_s * 1000.0)
 
-    def load(self, directory: Path, inputs: Sequence[Any]) -> IndexArtifact:
+    def load(self, directory: Path, inputs: IndexInputs) -> IndexArtifact:
         info = BuildInfo(**json.loads((directory / "build.json").read_text()))
         return IndexArtifact(self.index.load(directory), info)
 
 
 @dataclass(frozen=True)
-class ExactTopKOp:
+class ExactInputs:
+    docs: Embeddings
+    queries: Embeddings
+
+
+@dataclass(frozen=True)
+class ExactTopKOp(OpTraits):
     """(document Embeddings, query Embeddings) -> exact chunk-level top-k for every query:
     the reference of ANN recall, computed once per dataset x embedder."""
 
@@ -74,18 +91,34 @@ class ExactTopKOp:
     k: int = ANN_COLUMNS
     stage: str = "exact_topk"
     version: str = "2"
+    #: the reference of ANN recall: evaluation work, never on a request's path
+    phase: ClassVar[Phase] = Phase.OFFLINE
+    Inputs: ClassVar[type] = ExactInputs
 
     def params(self) -> Mapping[str, Any]:
         return {"k": self.k}
 
-    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
+    def write(self, inputs: ExactInputs, directory: Path, timing: TimingLog) -> None:
         from bench.index.exact import exact_topk
 
-        docs, queries = inputs
+        docs, queries = inputs.docs, inputs.queries
         with timing.measure("total", len(queries.vectors)):
             res = exact_topk(np.asarray(docs.vectors), np.asarray(queries.vectors),
                              min(self.k, len(docs.vectors)))
         save_search(res, directory, "exact")
 
-    def load(self, directory: Path, inputs: Sequence[Any]) -> SearchResult:
+    def load(self, directory: Path, inputs: ExactInputs) -> SearchResult:
         return load_search(directory, "exact")
+
+
+def expand(s: PlanState) -> PlanState:
+    """The run's index over the document vectors, built once; for an approximate index also
+    the exact top-k reference of ANN recall."""
+    index, device = s.comps.index, s.device
+    docs = s.node("embed_docs")
+    built = Node.of(IndexOp(index, device),
+                    f"{type(index).__name__} {params_label(index.cache_params())}",
+                    embeddings=docs)
+    exact = None if index.exact else Node.of(ExactTopKOp(device), "exact top-k reference",
+                                             docs=docs, queries=s.node("embed_queries"))
+    return s.with_nodes(index=built, exact=exact)

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,7 +21,11 @@ from bench.data.base import Dataset
 from bench.generation.base import Generation
 from bench.judge.base import Judge, JudgeCall, Verdict, judge_items
 from bench.metrics.base import QueryValue
+from bench.pipeline.node import OpTraits, Phase
 from bench.telemetry.base import TimingLog
+
+if TYPE_CHECKING:
+    from bench.generation.stage import Contexts
 
 VERDICTS_FILE = "verdicts.parquet"
 
@@ -82,22 +86,31 @@ def load_verdicts(path: Path) -> list[Verdict]:
 
 
 @dataclass(frozen=True)
-class JudgeOp:
+class JudgeInputs:
+    generations: list[Generation]
+    contexts: Contexts
+    data: Dataset
+
+
+@dataclass(frozen=True)
+class JudgeOp(OpTraits):
     judge: Judge
     stage: str = "judge"
     version: str = "1"
+    #: evaluation of answers: no request pays it
+    phase: ClassVar[Phase] = Phase.OFFLINE
+    Inputs: ClassVar[type] = JudgeInputs
 
     def params(self) -> Mapping[str, Any]:
         return {"judge": json.loads(json.dumps(self.judge.cache_params(), default=str))}
 
-    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
-        gens, ctx, dataset = inputs
-        items = judge_inputs(gens, ctx.contexts, dataset)
+    def write(self, inputs: JudgeInputs, directory: Path, timing: TimingLog) -> None:
+        items = judge_inputs(inputs.generations, inputs.contexts.contexts, inputs.data)
         with timing.measure("total", len(items)):
             verdicts = self.judge.judge(items)
         save_verdicts(verdicts, directory / VERDICTS_FILE)
 
-    def load(self, directory: Path, inputs: Sequence[Any]) -> list[Verdict]:
+    def load(self, directory: Path, inputs: JudgeInputs) -> list[Verdict]:
         return load_verdicts(directory / VERDICTS_FILE)
 
 

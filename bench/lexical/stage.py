@@ -2,51 +2,77 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from bench.chunking.base import ChunkTable
+from bench.data.base import Dataset
 from bench.lexical.base import BuiltLexicalIndex, LexicalIndex
+from bench.pipeline.lanes import ConfigKind, PlanState, lane
+from bench.pipeline.node import Node, OneQuery, OpTraits, Phase, QueryTimer
 from bench.retrieval.base import Hits, Pool, fold_chunks, order_key
+from bench.retrieval.stage import FOLD_STAGE
 from bench.telemetry.base import TimingLog
+
+#: the latency stage of one lexical search
+LEXICAL_STAGE = "lexical"
 
 
 @dataclass(frozen=True)
-class LexicalIndexOp:
+class LexicalIndexInputs:
+    chunks: ChunkTable
+
+
+@dataclass(frozen=True)
+class LexicalIndexOp(OpTraits):
     """ChunkTable -> a built lexical index (cached; query settings are not in its key)."""
 
     lexical: LexicalIndex
     stage: str = "lexical_index"
     version: str = "1"
+    phase: ClassVar[Phase] = Phase.INDEX
+    Inputs: ClassVar[type] = LexicalIndexInputs
 
     def params(self) -> Mapping[str, Any]:
         return {"lexical": self.lexical.cache_params(), "kind": type(self.lexical).__name__}
 
-    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
-        (chunks,) = inputs
+    def write(self, inputs: LexicalIndexInputs, directory: Path, timing: TimingLog) -> None:
+        chunks = inputs.chunks
         with timing.measure("total", len(chunks)):
             built = self.lexical.build(chunks.text)
         built.save(directory)
 
-    def load(self, directory: Path, inputs: Sequence[Any]) -> BuiltLexicalIndex:
+    def load(self, directory: Path, inputs: LexicalIndexInputs) -> BuiltLexicalIndex:
         return self.lexical.load(directory)
 
 
 @dataclass(frozen=True)
-class LexicalSearchOp:
+class LexicalSearchInputs:
+    index: BuiltLexicalIndex
+    chunks: ChunkTable
+    data: Dataset
+
+
+@dataclass(frozen=True)
+class LexicalSearchOp(OpTraits):
     """(built lexical index, ChunkTable, Dataset) -> Pool of every query's top-k documents;
     batch and single-query samples, as for dense retrieval."""
 
     lexical: LexicalIndex
-    stage: str = "lexical"
+    stage: str = LEXICAL_STAGE
     version: str = "2"
+    phase: ClassVar[Phase] = Phase.QUERY
+    Inputs: ClassVar[type] = LexicalSearchInputs
+    latency_stages: ClassVar[tuple[str, ...]] = (LEXICAL_STAGE, FOLD_STAGE)
+    work_stages: ClassVar[tuple[str, ...]] = (LEXICAL_STAGE, FOLD_STAGE)
 
     def params(self) -> Mapping[str, Any]:
         return self.lexical.search_params()
 
-    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
-        built, chunks, dataset = inputs
+    def write(self, inputs: LexicalSearchInputs, directory: Path, timing: TimingLog) -> None:
+        built, chunks, dataset = inputs.index, inputs.chunks, inputs.data
         queries = [q.text for q in dataset.queries]
         depth = self.lexical.depth(len(chunks))
         with timing.measure("batch", len(queries)):
@@ -57,5 +83,23 @@ class LexicalSearchOp:
         hits = fold_chunks(res, chunks.doc_idx, order_key(dataset.doc_ids), k=self.lexical.k)
         hits.save(directory / "hits.parquet")
 
-    def load(self, directory: Path, inputs: Sequence[Any]) -> Pool:
-        return Pool(Hits.load(directory / "hits.parquet", len(inputs[2].queries)))
+    def load(self, directory: Path, inputs: LexicalSearchInputs) -> Pool:
+        return Pool(Hits.load(directory / "hits.parquet", len(inputs.data.queries)))
+
+    def run_one(self, inputs: LexicalSearchInputs, query: OneQuery, timer: QueryTimer) -> Pool:
+        depth = self.lexical.depth(len(inputs.chunks))
+        res = timer.time(LEXICAL_STAGE, lambda: inputs.index.search([query.text], depth))
+        return Pool(timer.time(FOLD_STAGE, lambda: fold_chunks(
+            res, inputs.chunks.doc_idx, query.id_key, k=self.lexical.k)))
+
+
+def expand(s: PlanState) -> PlanState:
+    """The BM25 lane (``lexical=bm25``): its index over the chunks, one search config."""
+    lex = s.comps.lexical
+    if lex is None:
+        return s
+    chunk, data = s.node("chunk"), s.node("data")
+    built = Node.of(LexicalIndexOp(lex), f"{type(lex).__name__} index", chunks=chunk)
+    search = Node.of(LexicalSearchOp(lex), "bm25", index=built, chunks=chunk, data=data)
+    return s.with_nodes(lexical=search).with_configs(
+        [*s.configs, lane("bm25", ConfigKind.LEXICAL, search, lex.cache_params())])

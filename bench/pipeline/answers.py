@@ -25,7 +25,7 @@ from bench.context.gold_position import REASONS, GoldAt
 from bench.data.base import Dataset
 from bench.generation.base import Generation
 from bench.generation.memo import MemoCounts
-from bench.generation.stage import Contexts, JudgedScope, generator_name
+from bench.generation.stage import ContextOp, Contexts, JudgedScope, generator_name
 from bench.judge.base import Verdict, schema_validity
 from bench.judge.stage import judge_generator, judge_metrics, judge_name, verdict_values
 from bench.metrics.answer import AbstentionReport, answer_items
@@ -59,7 +59,7 @@ class Answered:
 def answered(spec: ConfigSpec, executor: Executor) -> Answered:
     assert spec.answers is not None
     gens: list[Generation] = executor.value(spec.answers)
-    ctx: Contexts = executor.value(spec.answers.inputs[0])
+    ctx: Contexts = executor.value(spec.answers.input("contexts"))
     verdicts: list[Verdict] = executor.value(spec.leaf) if spec.leaf is not spec.answers else []
     return Answered(tuple(gens), tuple(ctx.contexts), tuple(verdicts))
 
@@ -193,8 +193,10 @@ def gold_probe_summary(spec: ConfigSpec, executor: Executor, scope: JudgedScope 
                        ) -> GoldProbeSummary | None:
     """A gold-position config's placement figures (None for any other generated config)."""
     assert spec.answers is not None
-    node = spec.answers.inputs[0]
-    builder = node.op.builder
+    node = spec.answers.input("contexts")
+    op = node.op
+    assert isinstance(op, ContextOp)
+    builder = op.builder
     if not isinstance(builder, GoldAt):
         return None
     assert scope is not None, "a judged context builder draws its subset from a scope"
@@ -209,7 +211,7 @@ def gold_probe_summary(spec: ConfigSpec, executor: Executor, scope: JudgedScope 
         config_id=spec.config_id, label=spec.label, position=builder.position,
         gold_index=builder.index, n_distractors=builder.n_distractors,
         n_dataset_queries=scope.n_queries, n_eligible=len(scope.eligible),
-        n_drawn=len(node.op.subset), n_probed=len(ctx.contexts),
+        n_drawn=len(op.subset), n_probed=len(ctx.contexts),
         n_injected=sum(p.injected for p in ctx.placements), excluded=excluded)
 
 

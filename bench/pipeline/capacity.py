@@ -60,7 +60,7 @@ def run_capacity(done: Executed, run_dir: Path) -> dict[str, Any]:
     cap = done.cfg.capacity
     i = choose_config(done, str(cap.config))
     spec = done.configs[i].spec
-    chain = QueryChain(spec, done.comps, done.executor, done.dataset, done.device)
+    chain = QueryChain(spec.chain, done.executor, done.dataset, done.device)
     chain(0)  # warm-up: first-call costs are not load
     try:
         slo = Slo(budget_ms=float(cap.slo_budget_ms), attainment=float(cap.attainment))

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.cache.store import ArtifactStore
-from bench.pipeline.node import CachedOp, Node
+from bench.pipeline.node import CachedOp, EphemeralOp, Node
 from bench.telemetry.base import StageTiming, Telemetry, TimingLog
 
 log = logging.getLogger("bench")
@@ -70,21 +70,24 @@ class Executor:
         done = self._done.get(node.key)
         if done is not None:
             return done
-        inputs = [self.resolved(i).value for i in node.inputs]
+        inputs = node.bind({i.key: self.resolved(i).value for i in node.inputs})
         with self.telemetry.watch(node.stage):
             if isinstance(node.op, CachedOp):
                 out = self._cached(node, node.op, inputs)
-            else:
+            elif isinstance(node.op, EphemeralOp):
                 timing = TimingLog(node.stage, device=self.device)
                 value = node.op.run(inputs, timing)
                 out = Resolved(node, value, False, tuple(timing.samples))
+            else:
+                raise TypeError(f"node {node.label!r}: {type(node.op).__name__} has neither "
+                                "write/load nor run")
         self._done[node.key] = out
         return out
 
     def value(self, node: Node) -> Any:
         return self.resolved(node).value
 
-    def _cached(self, node: Node, op: CachedOp, inputs: list[Any]) -> Resolved:
+    def _cached(self, node: Node, op: CachedOp, inputs: Any) -> Resolved:
         def write(tmp: Path) -> None:
             timing = TimingLog(node.stage, device=self.device)
             op.write(inputs, tmp, timing)

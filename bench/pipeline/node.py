@@ -1,7 +1,23 @@
-"""Plan nodes and the two kinds of stage operation the executor resolves.
+"""Plan nodes and the stage operations the executor resolves.
 
-A stage declares, next to its own code, an operation object with its ``stage`` name, code
-``version``, semantic ``params`` and how it computes, saves and loads its value:
+A stage declares, next to its own code, an operation object that says everything the
+pipeline needs to know about it — nothing about a stage is listed centrally:
+
+- ``stage`` and ``version``: its name and code version (both key its artifacts);
+- ``params()``: its semantic parameters (they key the artifact too);
+- ``phase``: ``INDEX`` (built once per corpus and shared: chunks, embeddings, indexes),
+  ``QUERY`` (work a serving system does per request: query encoding, search, fusion,
+  filters, reranking) or ``OFFLINE`` (evaluation work no request pays: reference searches,
+  latency measurements, reports; answers and verdicts, which are generated in batch after
+  retrieval — end-to-end latency is the retrieval chain's);
+- ``latency_stages``: the per-query latency stages its ``run_one`` times (a query-time op);
+  samples of these names in a config's timings add up to its end-to-end latency, a budget
+  ceiling may name them, and a ceiling broken on one prunes the first node emitting it;
+- ``work_stages``: the probe stages whose per-query time this node spends on every query it
+  processes (``work_queries`` of them), to estimate the work a pruned node saved;
+- ``Inputs``: a frozen dataclass whose fields are its typed inputs, by name.
+
+How it computes:
 
 - ``CachedOp``: ``write(inputs, directory, timing)`` fills a fresh artifact folder and
   ``load(directory, inputs)`` reads it back (Parquet / .npy / faiss; never pickle). The
@@ -10,72 +26,191 @@ A stage declares, next to its own code, an operation object with its ``stage`` n
   and every later run that shares it.
 - ``EphemeralOp``: ``run(inputs, timing)`` returns the value; cheap steps (fusion, filters,
   depth cuts) recomputed each run, keyed the same way for identity.
+- ``QueryOp`` (a query-time op, either of the above): ``run_one(inputs, query, timer)``
+  computes its value for ONE query — what the budget probe, the capacity driver and a served
+  endpoint call — from the same inputs restricted to that query, timing each of its
+  ``latency_stages`` in ``timer``. Its value agrees with the batch value's row for that query.
 
 Bump an op's ``version`` when its code changes what it produces: old artifacts are then never
-reused. ``Node`` is one step of a plan: an op, its input nodes, a display label. Its ``key``
-is the content key above; its ``ident`` leaves code versions out, so a config's id
+reused. ``Node`` is one step of a plan: an op, its input nodes by name, a display label. Its
+``key`` is the content key above; its ``ident`` leaves code versions out, so a config's id
 (``bench.pipeline.plan.Plan``) survives a version bump and names the same chain in every run.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import hashlib
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+
+import numpy as np
 
 from bench.cache.store import canonical_json, make_key
-from bench.telemetry.base import TimingLog
+from bench.data.base import Dataset, Query
+from bench.telemetry.base import TimingLog, cuda_sync
+
+T = TypeVar("T")
+
+
+class Phase(enum.Enum):
+    """When an op's work happens (see the module docstring)."""
+
+    INDEX = "index"
+    QUERY = "query"
+    OFFLINE = "offline"
+
+
+@dataclass(frozen=True)
+class OneQuery:
+    """The request a per-query call serves: the query, the corpus with this query alone (a
+    one-query ``Dataset``: every batch value downstream has one row), and the corpus's
+    document order key (trec_eval tie order), computed once per chain."""
+
+    query: Query
+    dataset: Dataset
+    id_key: np.ndarray
+
+    @property
+    def text(self) -> str:
+        return self.query.text
+
+
+class QueryTimer:
+    """Per-stage milliseconds of one request (a stage timed twice adds up)."""
+
+    def __init__(self, *, sync_cuda: bool = False) -> None:
+        self.sync_cuda = sync_cuda
+        self.ms: dict[str, float] = {}
+
+    @contextmanager
+    def measure(self, stage: str) -> Iterator[None]:
+        if self.sync_cuda:
+            cuda_sync()
+        t0 = time.perf_counter()
+        yield
+        if self.sync_cuda:
+            cuda_sync()
+        self.ms[stage] = self.ms.get(stage, 0.0) + (time.perf_counter() - t0) * 1000.0
+
+    def time(self, stage: str, fn: Callable[[], T]) -> T:
+        with self.measure(stage):
+            return fn()
+
+
+@dataclass(frozen=True)
+class NoInputs:
+    """The inputs of a root op."""
+
+
+class OpTraits:
+    """Defaults of what an op declares (latency and work stages, ``Inputs``); an op overrides
+    the ones that differ and always declares its ``phase``. Each op is a frozen dataclass
+    inheriting this."""
+
+    latency_stages: ClassVar[tuple[str, ...]] = ()
+    work_stages: ClassVar[tuple[str, ...]] = ()
+    Inputs: ClassVar[type] = NoInputs
+
+    def work_queries(self, n_queries: int) -> int:
+        """How many queries this node processes in a full run (for work-saved estimates)."""
+        return n_queries
 
 
 @runtime_checkable
-class CachedOp(Protocol):
-    stage: str
-    version: str
+class StageOp(Protocol):
+    """What every op declares (see the module docstring)."""
+
+    @property
+    def stage(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def phase(self) -> Phase: ...
+
+    @property
+    def latency_stages(self) -> tuple[str, ...]: ...
+
+    @property
+    def work_stages(self) -> tuple[str, ...]: ...
+
+    @property
+    def Inputs(self) -> type: ...
+
+    def work_queries(self, n_queries: int) -> int: ...
 
     def params(self) -> Mapping[str, Any]:
         """The semantic parameters of this step (they key the artifact)."""
         ...
 
-    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
-        """Compute from ``inputs`` (the values of the input nodes, in order) and write the
-        artifact files into ``directory``, timing the work in ``timing``."""
+
+@runtime_checkable
+class CachedOp(StageOp, Protocol):
+    def write(self, inputs: Any, directory: Path, timing: TimingLog) -> None:
+        """Compute from ``inputs`` (an ``Inputs`` instance holding the input nodes' values)
+        and write the artifact files into ``directory``, timing the work in ``timing``."""
         ...
 
-    def load(self, directory: Path, inputs: Sequence[Any]) -> Any:
+    def load(self, directory: Path, inputs: Any) -> Any:
         """Read the value back from ``directory``."""
         ...
 
 
 @runtime_checkable
-class EphemeralOp(Protocol):
-    stage: str
-    version: str
-
-    def params(self) -> Mapping[str, Any]: ...
-
-    def run(self, inputs: Sequence[Any], timing: TimingLog) -> Any:
+class EphemeralOp(StageOp, Protocol):
+    def run(self, inputs: Any, timing: TimingLog) -> Any:
         """Compute the value from ``inputs`` (not stored)."""
         ...
 
 
-Op = CachedOp | EphemeralOp
+@runtime_checkable
+class QueryOp(StageOp, Protocol):
+    def run_one(self, inputs: Any, query: OneQuery, timer: QueryTimer) -> Any:
+        """This op's value for one query, from inputs restricted to that query (index-time
+        inputs whole), timing its ``latency_stages`` in ``timer``."""
+        ...
 
 
 @dataclass(frozen=True, eq=False)
 class Node:
-    """One step of a plan. Nodes with equal ``key`` are the same computation."""
+    """One step of a plan. Nodes with equal ``key`` are the same computation.
 
-    op: Any  # CachedOp | EphemeralOp (Protocols are checked where ops are built)
+    ``inputs`` are the input nodes in the order of the op's ``Inputs`` fields (that order is
+    part of the key); ``input_names`` names each. Build nodes with :meth:`of`."""
+
+    op: StageOp
     inputs: tuple[Node, ...]
     label: str
     #: the root's key is given (the dataset fingerprint); others derive from op and inputs
     root_key: str | None = None
+    input_names: tuple[str, ...] = ()
     key: str = field(init=False)
     ident: str = field(init=False)
 
+    @classmethod
+    def of(cls, op: StageOp, label: str, **inputs: Node | None) -> Node:
+        """A node of ``op`` reading ``inputs`` by field name of ``op.Inputs`` (an optional
+        input given as None is left out, as if its field did not exist)."""
+        fields = {f.name: f for f in dataclasses.fields(op.Inputs)}
+        unknown = sorted(set(inputs) - set(fields))
+        if unknown:
+            raise TypeError(f"{type(op).__name__} has no inputs {unknown}; its inputs: "
+                            f"{', '.join(fields)}")
+        given = [(n, inputs[n]) for n in fields if inputs.get(n) is not None]
+        return cls(op, tuple(v for _, v in given if v is not None), label,
+                   input_names=tuple(n for n, _ in given))
+
     def __post_init__(self) -> None:
+        if len(self.input_names) != len(self.inputs):
+            raise TypeError(f"node {self.label!r}: {len(self.inputs)} inputs but "
+                            f"{len(self.input_names)} names (build nodes with Node.of)")
         params = dict(self.op.params())
         if self.root_key is not None:
             key = ident = self.root_key
@@ -93,8 +228,21 @@ class Node:
         return str(self.op.stage)
 
     @property
+    def phase(self) -> Phase:
+        return self.op.phase
+
+    @property
     def cached(self) -> bool:
         return isinstance(self.op, CachedOp)
+
+    def input(self, name: str) -> Node:
+        """The input node named ``name``."""
+        return self.inputs[self.input_names.index(name)]
+
+    def bind(self, values: Mapping[str, Any]) -> Any:
+        """The op's ``Inputs`` holding the values of the input nodes (by key)."""
+        return self.op.Inputs(**{n: values[i.key]
+                                 for n, i in zip(self.input_names, self.inputs, strict=True)})
 
     def ancestors(self) -> list[Node]:
         """This node and every node upstream of it, each once, inputs before users."""
@@ -112,15 +260,20 @@ class Node:
 
 
 @dataclass(frozen=True)
-class ValueOp:
-    """A root that hands an already-loaded value to the plan (the dataset)."""
+class ValueOp(OpTraits):
+    """A root that hands an already-loaded value to the plan (the dataset). Per query, the
+    value is the one-query view of it."""
 
     stage: str
     value: Any
     version: str = "1"
+    phase: ClassVar[Phase] = Phase.QUERY
 
     def params(self) -> Mapping[str, Any]:
         return {}
 
-    def run(self, inputs: Sequence[Any], timing: TimingLog) -> Any:
+    def run(self, inputs: NoInputs, timing: TimingLog) -> Any:
         return self.value
+
+    def run_one(self, inputs: NoInputs, query: OneQuery, timer: QueryTimer) -> Dataset:
+        return query.dataset

@@ -13,7 +13,8 @@ Other budgets (``bench.budget.latency.LatencyBudget``) get the probe's search sa
 dense config as a ``ProbeMeasurement``, as before.
 
 ``work_saved`` counts the plan nodes the run never resolved and estimates their seconds
-from the probe's per-query means (x the queries each node would have processed).
+from the probe's per-query means of the stages each node's op spends per query
+(``work_stages``), x the queries it would have processed (``work_queries``).
 """
 
 from __future__ import annotations
@@ -31,22 +32,14 @@ from bench.budget.chain import BudgetCheck, ChainBudget
 from bench.data.base import Dataset
 from bench.pipeline.components import Components
 from bench.pipeline.executor import Executor
-from bench.pipeline.plan import ConfigSpec, Plan
+from bench.pipeline.node import Node
+from bench.pipeline.plan import ConfigKind, ConfigSpec, Plan, prune_node
 from bench.pipeline.request import QueryChain
 from bench.rerank.stage import LATENCY_QUERIES
 from bench.telemetry.base import Telemetry
 from bench.telemetry.basic import peak_rss_bytes
 
 log = logging.getLogger("bench")
-
-#: which plan node a stage ceiling prunes (the first node of that stage in the chain)
-PRUNE_NODE = {"embed_query": ("embed_queries",), "retrieve": ("retrieve",),
-              "fold": ("retrieve", "lexical"), "lexical": ("lexical",), "fusion": ("fusion",),
-              "filters": ("filters",), "rerank": ("rerank_cut",), "rerank_cut": ("rerank_cut",)}
-#: probe stages whose per-query time a plan node of this stage spends per query
-NODE_WORK = {"embed_queries": ("embed_query",), "retrieve": ("retrieve", "fold"),
-             "lexical": ("lexical", "fold"), "fusion": ("fusion",), "filters": ("filters",),
-             "rerank_scores": ("rerank",), "rerank": ("rerank",), "rerank_cut": ("rerank_cut",)}
 
 
 @dataclass(frozen=True)
@@ -125,12 +118,8 @@ def measure_chain(chain: QueryChain, sample: np.ndarray, telemetry: Telemetry,
 
 
 def _prune_key(spec: ConfigSpec, check: BudgetCheck) -> str:
-    if check.name.startswith("stage_p95_ms["):
-        stage = check.name[len("stage_p95_ms["):-1]
-        for node_stage in PRUNE_NODE.get(stage, ()):
-            node = next((n for n in spec.chain if n.stage == node_stage), None)
-            if node is not None:
-                return node.key
+    if check.stage is not None:
+        return prune_node(spec, check.stage).key
     return spec.leaf.key
 
 
@@ -151,9 +140,9 @@ def probe_configs(comps: Components, the_plan: Plan, executor: Executor, dataset
             probes[spec.config_id] = ConfigProbe(spec.config_id, spec.label, {}, (), None, None,
                                                  (), f"pruned prefix: {prefix}", None, True)
             continue
-        if not isinstance(budget, ChainBudget) and spec.kind != "dense":
+        if not isinstance(budget, ChainBudget) and spec.kind is not ConfigKind.DENSE:
             continue  # the legacy budget ceilings the dense search only
-        chain = QueryChain(spec, comps, executor, dataset, device)
+        chain = QueryChain(spec.chain, executor, dataset, device)
         per, e2e, vram, measure = measure_chain(chain, sample, telemetry,
                                                 f"probe {spec.config_id}")
         stage_ms = {s: tuple(v) for s, v in per.items()}
@@ -185,8 +174,8 @@ def probe_configs(comps: Components, the_plan: Plan, executor: Executor, dataset
                         time.perf_counter() - t0, budget)
 
 
-def _node_seconds(stage: str, probes: list[ConfigProbe], n_queries: int) -> float | None:
-    work = NODE_WORK.get(stage)
+def _node_seconds(node: Node, probes: list[ConfigProbe], n_queries: int) -> float | None:
+    work = node.op.work_stages
     if not work:
         return None
     means = []
@@ -196,8 +185,7 @@ def _node_seconds(stage: str, probes: list[ConfigProbe], n_queries: int) -> floa
             means.append(sum(m for m in ms if m is not None))
     if not means:
         return None
-    n = min(LATENCY_QUERIES, n_queries) if stage == "rerank" else n_queries
-    return float(np.mean(means)) * n / 1000.0
+    return float(np.mean(means)) * node.op.work_queries(n_queries) / 1000.0
 
 
 def work_saved(the_plan: Plan, executor: Executor, probe: ProbeOutcome,
@@ -219,7 +207,7 @@ def work_saved(the_plan: Plan, executor: Executor, probe: ProbeOutcome,
     total_s = 0.0
     unknown = 0
     for n in nodes:
-        est = _node_seconds(n.stage, users.get(n.key, []), n_queries)
+        est = _node_seconds(n, users.get(n.key, []), n_queries)
         if est is not None:
             total_s += est
         if n.key not in done:

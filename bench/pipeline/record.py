@@ -21,11 +21,12 @@ from bench.embedding.stage import Embeddings
 from bench.errors import BenchError
 from bench.filters.base import FilterOutcome
 from bench.filters.entitlement import count_unauthorized
+from bench.generation.stage import ContextOp
 from bench.index.stage import IndexArtifact
 from bench.metrics.stats import CompletionAccounting
 from bench.pipeline.answers import with_generation_latency
 from bench.pipeline.executor import Executor
-from bench.pipeline.plan import Plan
+from bench.pipeline.plan import ConfigKind, Plan
 from bench.pipeline.probe import probe_json, work_saved
 from bench.pipeline.run import ConfigRun, Executed, RunResult
 from bench.pipeline.scoring import ConfigScores
@@ -46,11 +47,8 @@ from bench.telemetry.basic import peak_rss_bytes
 
 log = logging.getLogger("bench")
 
-#: stages whose work happens per query at serving time (their samples add up end to end);
-#: index-time stages (chunk, embed_docs, index, ...) never do
-QUERY_TIME_STAGES = ("embed_query", "retrieve", "fold", "lexical", "fusion", "filters", "rerank",
-                     "rerank_cut")
-
+#: config kinds whose chain searches the run's vector index (its build time and size apply)
+_INDEXED = (ConfigKind.DENSE, ConfigKind.RERANKED)
 
 def check_gates(cfg: DictConfig, rows: list[SummaryRow], pruned: set[str],
                 config_rows: list[ConfigRow] | None = None) -> list[str]:
@@ -122,7 +120,7 @@ def decision_columns(c: ConfigRun, row: ConfigRow, done: Executed) -> ConfigRow:
                                      f"probe e2e mean {p.e2e_mean_ms:.3f} ms "
                                      f"({len(p.e2e_ms)} queries, query embedding included)")
         elif row.e2e_p50_ms is not None and c.pool is not None:
-            e2e = end_to_end_ms(c.timings, len(done.dataset.queries))
+            e2e = end_to_end_ms(c.timings, done.plan.query_time_stages())
             mean = float(np.mean(e2e))
             fields.update(cost_per_query=budget.cost_per_query(mean),
                           cost_basis=f"{budget.price_per_hour:g} per {budget.price_unit} x "
@@ -184,14 +182,15 @@ def _percentiles(ms: list[float]) -> tuple[float | None, float | None, float | N
     return p50, p95, p99
 
 
-def end_to_end_ms(timings: tuple[StageTiming, ...], n_queries: int) -> list[float]:
-    """Per-query latency summed along the chain: each query-time stage's single-query sample
-    of that query, plus an even share of query-time stages measured only as a whole (fusion,
-    filters). Queries missing a single-query sample of some stage are left out."""
+def end_to_end_ms(timings: tuple[StageTiming, ...], stages: tuple[str, ...]) -> list[float]:
+    """Per-query latency summed along the chain: each query-time latency stage's (``stages``:
+    ``Plan.query_time_stages``) single-query sample of that query, plus an even share of
+    those measured only as a whole (fusion, filters). Index-time stages never count. Queries
+    missing a single-query sample of some stage are left out."""
     per_stage: dict[str, dict[str, float]] = {}
     shared_ms = 0.0
     for t in timings:
-        if t.stage not in QUERY_TIME_STAGES:
+        if t.stage not in stages:
             continue
         if t.sample_kind == "query" and t.query_id is not None:
             per_stage.setdefault(t.stage, {})[t.query_id] = t.wall_ms
@@ -203,7 +202,8 @@ def end_to_end_ms(timings: tuple[StageTiming, ...], n_queries: int) -> list[floa
     return [sum(v[q] for v in per_stage.values()) + shared_ms for q in sorted(common)]
 
 
-def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None) -> ConfigRow:
+def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None,
+               stages: tuple[str, ...]) -> ConfigRow:
     spec = c.spec
     params = json.dumps(dict(spec.params), sort_keys=True, default=str)
     fused = c.node("fusion") is not None
@@ -216,7 +216,7 @@ def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None) ->
     if batch and total_ms > 0:
         qps = sum(t.n_items for t in batch) / (total_ms / 1000.0)
     p50, p95, p99 = _percentiles(single)
-    e2e = end_to_end_ms(c.timings, len(dataset.queries))
+    e2e = end_to_end_ms(c.timings, stages)
     e50, e95, e99 = _percentiles(e2e)
     rr = c.node("rerank")
     rerank_ms = [] if rr is None else [t.wall_ms for t in rr.timings if t.sample_kind == "query"]
@@ -243,8 +243,8 @@ def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None) ->
         n_latency_samples=len(single), e2e_p50_ms=e50, e2e_p95_ms=e95, e2e_p99_ms=e99,
         n_e2e_samples=len(e2e), rerank_p50_ms=r50, rerank_p95_ms=r95, rerank_p99_ms=r99,
         rerank_pairs_per_s=pairs_per_s,
-        build_s=None if info is None or spec.kind not in ("dense", "reranked") else info.build_s,
-        index_bytes=None if info is None or spec.kind not in ("dense", "reranked")
+        build_s=None if info is None or spec.kind not in _INDEXED else info.build_s,
+        index_bytes=None if info is None or spec.kind not in _INDEXED
         else info.index_bytes,
         unauthorized_hits=0 if c.pool is None else count_unauthorized(c.pool.hits, dataset),
         filter_removed=None if outcome is None else outcome.removed,
@@ -282,7 +282,8 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         per_query += per_query_rows(s)
         timing_rows += [(c.spec.config_id, t) for t in c.timings]
         row = decision_columns(c, with_generation_latency(
-            config_row(c, dataset, c.filter_outcome), done.generation.get(c.spec.config_id)),
+            config_row(c, dataset, c.filter_outcome, done.plan.query_time_stages()),
+            done.generation.get(c.spec.config_id)),
             done)
         config_rows.append(row)
         if c.pool is not None:
@@ -304,8 +305,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     write_records(config_rows, schema.CONFIGS, run_dir / "configs.parquet", run_id)
     write_records(comparisons, schema.COMPARISONS, run_dir / "comparisons.parquet", run_id)
     ex = done.executor
-    cache_hits = {_node_name(r.node.stage, r.node.label): r.hit
-                  for r in ex.resolutions if r.node.cached}
+    cache_hits = {done.plan.node_name(r.node): r.hit for r in ex.resolutions if r.node.cached}
     chunk_report: ChunkReport = ex.value(done.plan.chunk_stats)
     embed: Embeddings = ex.value(done.plan.embed_docs)
     index_res = next((r for r in ex.resolutions if r.node.key == done.plan.index.key), None)
@@ -403,12 +403,6 @@ def write_mteb_files(run_dir: Path, dataset: Dataset, rows: list[SummaryRow],
     return out
 
 
-def _node_name(stage: str, label: str) -> str:
-    """run.json's cache-hit key: the stage, with the label where a stage has several nodes."""
-    return stage if stage in ("chunk", "chunk_stats", "embed_docs", "embed_queries", "index",
-                              "exact_topk", "lexical_index", "lexical") else f"{stage}[{label}]"
-
-
 def write_plan(the_plan: Plan, executor: Executor, run_dir: Path) -> str:
     text = the_plan.render(executor.is_cached)
     (run_dir / "plan.txt").write_text(text + "\n")
@@ -422,11 +416,13 @@ def generation_json(done: Executed) -> dict[str, object] | None:
     if not done.generation:
         return None
     g = done.cfg.generation
-    first = next(c for c in done.plan.configs if c.kind == "generated")
+    first = next(c for c in done.plan.configs if c.kind is ConfigKind.GENERATED)
     assert first.answers is not None
+    ctx = first.answers.input("contexts").op
+    assert isinstance(ctx, ContextOp)
     return {
         "max_queries": g.max_queries, "seed": g.seed,
-        "queries": list(first.answers.inputs[0].op.subset),
+        "queries": list(ctx.subset),
         "sampling": dict(first.answers.op.params()["sampling"]),
         "configs": {cid: asdict(s) for cid, s in done.generation.items()},
         # the exact pool's generated config: every answer is paired against it (its id is

@@ -49,7 +49,7 @@ from bench.pipeline.answers import (
 from bench.pipeline.components import Components, build_components, validate_top_level
 from bench.pipeline.device import resolve_device
 from bench.pipeline.executor import Executor, Resolved
-from bench.pipeline.plan import ConfigSpec, Plan, plan
+from bench.pipeline.plan import ConfigKind, ConfigSpec, Plan, plan
 from bench.pipeline.probe import ProbeOutcome, probe_configs
 from bench.pipeline.scoring import (
     ConfigScores,
@@ -154,6 +154,7 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     the_plan = plan(comps, dataset, device=device, relevance_level=m.relevance_level,
                     generation=gen_settings)
     executor = Executor(store, telemetry, device)
+    check_budget_stages(comps, the_plan)
     if cfg.plan_only:
         from bench.pipeline.record import write_plan
 
@@ -171,7 +172,7 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
         for spec in the_plan.configs:
             before = [g.counts.snapshot() for g in memo]
             configs.append(execute_config(spec, the_plan, executor, probe.pruned, data_timing))
-            if memo and spec.kind == "generated":
+            if memo and spec.kind is ConfigKind.GENERATED:
                 memo_by_config[spec.config_id] = sum_counts(
                     [g.counts.since(b) for g, b in zip(memo, before, strict=True)])
         for g in memo:
@@ -203,7 +204,7 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
             t0 = time.perf_counter()
             s = score_hits(c.spec.config_id, c.pool.hits, c.extra, dataset, qrels,
                            list(m.names), relevance_level=m.relevance_level, settings=settings)
-            if c.spec.kind == "generated":
+            if c.spec.kind is ConfigKind.GENERATED:
                 got = answered(c.spec, executor)
                 rows, abstention = answer_values(comps, dataset, got)
                 s = merge_answer_scores(s, dataset, rows, got.generations, settings)
@@ -225,7 +226,7 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     # generated configs repeat their pool's retrieval values: they are compared with each
     # other on answer metrics only (below), never counted again in the retrieval comparisons
     kept = [s for c, s in zip(configs, scores, strict=True)
-            if c.pool is not None and c.spec.kind != "generated"]
+            if c.pool is not None and c.spec.kind is not ConfigKind.GENERATED]
     extra_metrics = [k for k in (kept[0].values if kept else {}) if k not in m.names]
     names = [*m.names, *extra_metrics]
     comparisons = compare(kept, names, resamples=m.bootstrap_resamples,
@@ -236,13 +237,13 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     for c in configs:
         parent = c.spec.parent_id
         if (parent is not None and c.pool is not None and kept and parent != kept[0].config_id
-                and parent in by_id and c.spec.kind != "generated"):
+                and parent in by_id and c.spec.kind is not ConfigKind.GENERATED):
             children.setdefault(parent, []).append(by_id[c.spec.config_id])
     for parent, kids in children.items():
         comparisons += compare([by_id[parent], *kids], names, resamples=m.bootstrap_resamples,
                                confidence=m.confidence, seed=cfg.seed)
     generated = [s for c, s in zip(configs, scores, strict=True)
-                 if c.pool is not None and c.spec.kind == "generated"]
+                 if c.pool is not None and c.spec.kind is ConfigKind.GENERATED]
     answer_metrics = [k for k in (generated[0].values if generated else {}) if k not in names]
     by_gen = {s.config_id: s for s in generated}
     comparisons += compare(generated, answer_metrics, resamples=m.bootstrap_resamples,
@@ -266,6 +267,18 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     if callable(close):  # the sampler thread (its records are in run.json already)
         close()
     return result
+
+
+def check_budget_stages(comps: Components, the_plan: Plan) -> None:
+    """A stage ceiling must name a latency stage of this run's chains (before any work)."""
+    from bench.budget.chain import ChainBudget
+    from bench.config.build import OptionError
+
+    if isinstance(comps.budget, ChainBudget):
+        try:
+            comps.budget.check_stages(the_plan.query_time_stages())
+        except OptionError as exc:
+            raise ConfigError(f"budget.{exc.option}", exc.message) from None
 
 
 def execute_config(spec: ConfigSpec, the_plan: Plan, executor: Executor,
@@ -379,8 +392,8 @@ def filter_decisions(done: Executed) -> list[FilterDecisionRecord]:
     cfg = done.cfg
     by_pair: dict[str, dict[str, tuple[ConfigRun, ConfigScores]]] = {}
     for c, s in zip(done.configs, done.scores, strict=True):
-        if (c.spec.filter_pair is not None and c.spec.kind not in ("reranked", "generated")
-                and c.pool is not None):
+        if (c.spec.filter_pair is not None and c.pool is not None
+                and c.spec.kind not in (ConfigKind.RERANKED, ConfigKind.GENERATED)):
             lane, mode = c.spec.filter_pair
             by_pair.setdefault(lane, {})[mode] = (c, s)
     quality = f.hard.predicate_quality(done.dataset, relevance_level=cfg.metrics.relevance_level)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from bench.config.build import OptionError
+from bench.pipeline.lanes import ConfigKind
 from bench.report.ann_answers import run_section as ann_answers_section
 from bench.report.base import ConfigReport, RunReport
 from bench.report.generation import generation_section, lost_in_middle_section
@@ -370,7 +371,7 @@ def _rerank_points(r: RunReport, metric: str
     reranked config that ran and was compared with its parent."""
     out = []
     for c in r.configs:
-        if c.ops.kind != "reranked" or c.pruned_reason is not None:
+        if c.ops.kind != ConfigKind.RERANKED or c.pruned_reason is not None:
             continue
         cmp = next((x for x in r.comparisons if x.config_id == c.config_id and x.metric == metric
                     and x.scope == "all" and x.baseline_config_id == c.ops.parent_config_id),

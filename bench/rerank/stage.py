@@ -16,22 +16,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from bench.chunking.base import ChunkTable, chunk_text_field
 from bench.data.base import Dataset
-from bench.pipeline.node import Node
+from bench.pipeline.lanes import ConfigKind, ConfigSpec, PlanState, lane
+from bench.pipeline.node import Node, OneQuery, OpTraits, Phase, QueryTimer
 from bench.rerank.base import IndexedReranker, Reranker
 from bench.retrieval.base import Hits, Pool, order_key, trec_order
 from bench.telemetry.base import TimingLog
 
 #: queries timed per depth for the per-depth latency (a seeded sample)
 LATENCY_QUERIES = 50
+#: latency stages: the reranker scoring a query's candidates, then the reorder
+RERANK_STAGE = "rerank"
+RERANK_CUT_STAGE = "rerank_cut"
 
 
 @dataclass(frozen=True)
@@ -59,23 +63,29 @@ def _reranker_params(reranker: Reranker) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class RerankIndexOp:
+class RerankIndexInputs:
+    chunks: ChunkTable
+
+
+@dataclass(frozen=True)
+class RerankIndexOp(OpTraits):
     """ChunkTable -> the passage index of an ``IndexedReranker`` (token or passage vectors of
     every chunk, encoded once at index time like the dense index)."""
 
     reranker: IndexedReranker
     stage: str = "rerank_index"
     version: str = "1"
+    phase: ClassVar[Phase] = Phase.INDEX
+    Inputs: ClassVar[type] = RerankIndexInputs
 
     def params(self) -> Mapping[str, Any]:
         return _reranker_params(self.reranker)  # type: ignore[arg-type]
 
-    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
-        (chunks,) = inputs
-        with timing.measure("total", len(chunks)):
-            self.reranker.index_passages(chunks.text, directory)
+    def write(self, inputs: RerankIndexInputs, directory: Path, timing: TimingLog) -> None:
+        with timing.measure("total", len(inputs.chunks)):
+            self.reranker.index_passages(inputs.chunks.text, directory)
 
-    def load(self, directory: Path, inputs: Sequence[Any]) -> Any:
+    def load(self, directory: Path, inputs: RerankIndexInputs) -> Any:
         return self.reranker.load_index(directory)
 
 
@@ -98,19 +108,56 @@ def score_query(reranker: Reranker, index: Any, query: str, pool: Hits, chunks: 
 
 
 @dataclass(frozen=True)
-class RerankScoresOp:
+class RerankInputs:
+    """A pool to rerank, its chunk texts and corpus, and the reranker's passage index (an
+    ``IndexedReranker``'s; absent otherwise)."""
+
+    pool: Pool
+    chunks: ChunkTable
+    data: Dataset
+    passage_index: Any = None
+
+
+@dataclass(frozen=True)
+class PendingScores:
+    """Per query, the shared scoring pass is not done ahead: the cut scores exactly its own
+    depth (a server reranking at depth 20 scores 20 passages, not the sweep's deepest)."""
+
+    reranker: Reranker
+    inputs: RerankInputs
+
+    def score(self, query: OneQuery, depth: int, timer: QueryTimer) -> RerankScores:
+        i = self.inputs
+        with timer.measure(RERANK_STAGE):
+            scores = score_query(self.reranker, i.passage_index, query.text, i.pool.hits,
+                                 i.chunks, i.data, 0, depth)
+        return RerankScores(np.asarray([0, len(scores)], dtype=np.int64), scores)
+
+
+@dataclass(frozen=True)
+class RerankScoresOp(OpTraits):
+    """(RerankInputs) -> every query's first ``depth`` candidates scored, once for all the
+    depths cut from it (cached). Per query: ``PendingScores`` — the cut scores its depth."""
+
     reranker: Reranker
     depth: int
     device: str
     stage: str = "rerank_scores"
     version: str = "1"
+    phase: ClassVar[Phase] = Phase.QUERY
+    Inputs: ClassVar[type] = RerankInputs
+    work_stages: ClassVar[tuple[str, ...]] = (RERANK_STAGE,)
 
     def params(self) -> Mapping[str, Any]:
         return {**_reranker_params(self.reranker), "depth": self.depth}
 
-    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
-        pool, chunks, dataset, *index = inputs
-        hits: Hits = pool.hits
+    def run_one(self, inputs: RerankInputs, query: OneQuery, timer: QueryTimer
+                ) -> PendingScores:
+        return PendingScores(self.reranker, inputs)
+
+    def write(self, inputs: RerankInputs, directory: Path, timing: TimingLog) -> None:
+        chunks, dataset, index = inputs.chunks, inputs.data, inputs.passage_index
+        hits: Hits = inputs.pool.hits
         offsets = np.zeros(hits.n_queries + 1, dtype=np.int64)
         out: list[np.ndarray] = []
         for q, query in enumerate(dataset.queries):
@@ -118,36 +165,45 @@ class RerankScoresOp:
             if n:
                 with timing.measure("query", n, sync_cuda=self.device == "cuda",
                                     query_id=query.query_id):
-                    scores = score_query(self.reranker, index[0] if index else None,
-                                         query.text, hits, chunks, dataset, q, self.depth)
+                    scores = score_query(self.reranker, index, query.text, hits, chunks,
+                                         dataset, q, self.depth)
                 out.append(scores)
             offsets[q + 1] = offsets[q] + n
         np.save(directory / "offsets.npy", offsets, allow_pickle=False)
         np.save(directory / "scores.npy",
                 np.concatenate(out) if out else np.zeros(0, np.float32), allow_pickle=False)
 
-    def load(self, directory: Path, inputs: Sequence[Any]) -> RerankScores:
+    def load(self, directory: Path, inputs: RerankInputs) -> RerankScores:
         return RerankScores(np.load(directory / "offsets.npy", allow_pickle=False),
                             np.load(directory / "scores.npy", allow_pickle=False))
 
 
 @dataclass(frozen=True)
-class RerankLatencyOp:
+class RerankLatencyOp(OpTraits):
+    """Per-query latency of the reranker AT one depth on a seeded query sample (its samples,
+    stage ``rerank``, count end to end): a measurement, no serving work."""
+
     reranker: Reranker
     depth: int
     device: str
     n_queries: int = LATENCY_QUERIES
     seed: int = 0
-    stage: str = "rerank"
+    stage: str = RERANK_STAGE
     version: str = "1"
+    phase: ClassVar[Phase] = Phase.OFFLINE
+    Inputs: ClassVar[type] = RerankInputs
+    work_stages: ClassVar[tuple[str, ...]] = (RERANK_STAGE,)
 
     def params(self) -> Mapping[str, Any]:
         return {**_reranker_params(self.reranker), "depth": self.depth,
                 "n_queries": self.n_queries, "seed": self.seed}
 
-    def write(self, inputs: Sequence[Any], directory: Path, timing: TimingLog) -> None:
-        pool, chunks, dataset, *index = inputs
-        hits: Hits = pool.hits
+    def work_queries(self, n_queries: int) -> int:
+        return min(self.n_queries, n_queries)
+
+    def write(self, inputs: RerankInputs, directory: Path, timing: TimingLog) -> None:
+        chunks, dataset, index = inputs.chunks, inputs.data, inputs.passage_index
+        hits: Hits = inputs.pool.hits
         candidates = np.flatnonzero(np.diff(hits.offsets) > 0)
         rng = np.random.default_rng(self.seed)
         take = min(self.n_queries, len(candidates))
@@ -158,29 +214,53 @@ class RerankLatencyOp:
             n = min(int(hits.offsets[q + 1] - hits.offsets[q]), self.depth)
             with timing.measure("query", n, sync_cuda=self.device == "cuda",
                                 query_id=query.query_id):
-                score_query(self.reranker, index[0] if index else None, query.text, hits,
-                            chunks, dataset, int(q), self.depth)
+                score_query(self.reranker, index, query.text, hits, chunks, dataset, int(q),
+                            self.depth)
         (directory / "sample.txt").write_text(
             "\n".join(dataset.queries[int(q)].query_id for q in sample))
 
-    def load(self, directory: Path, inputs: Sequence[Any]) -> None:
+    def load(self, directory: Path, inputs: RerankInputs) -> None:
         return None
 
 
 @dataclass(frozen=True)
-class RerankOp:
+class CutInputs:
+    """The scores (batch: ``RerankScores`` of every query; per query: ``PendingScores``),
+    the pool they rank, the depth's latency measurement (no value) and the corpus."""
+
+    scores: RerankScores | PendingScores
+    pool: Pool
+    latency: None
+    data: Dataset
+
+
+@dataclass(frozen=True)
+class RerankOp(OpTraits):
     depth: int
     score_threshold: float | None
-    stage: str = "rerank_cut"
+    stage: str = RERANK_CUT_STAGE
     version: str = "1"
+    phase: ClassVar[Phase] = Phase.QUERY
+    Inputs: ClassVar[type] = CutInputs
+    latency_stages: ClassVar[tuple[str, ...]] = (RERANK_STAGE, RERANK_CUT_STAGE)
+    work_stages: ClassVar[tuple[str, ...]] = (RERANK_CUT_STAGE,)
 
     def params(self) -> Mapping[str, Any]:
         return {"depth": self.depth, "score_threshold": self.score_threshold}
 
-    def run(self, inputs: Sequence[Any], timing: TimingLog) -> Pool:
-        scores, pool, _latency, dataset = inputs
+    def run(self, inputs: CutInputs, timing: TimingLog) -> Pool:
+        assert isinstance(inputs.scores, RerankScores)
+        return self._cut(inputs.scores, inputs.pool, order_key(inputs.data.doc_ids))
+
+    def run_one(self, inputs: CutInputs, query: OneQuery, timer: QueryTimer) -> Pool:
+        pending = inputs.scores
+        assert isinstance(pending, PendingScores), "per query, the cut scores its own depth"
+        scores = pending.score(query, self.depth, timer)
+        return timer.time(RERANK_CUT_STAGE,
+                          lambda: self._cut(scores, inputs.pool, query.id_key))
+
+    def _cut(self, scores: RerankScores, pool: Pool, id_key: np.ndarray) -> Pool:
         hits: Hits = pool.hits
-        id_key = order_key(dataset.doc_ids)
         rows: list[np.ndarray] = []
         offsets = np.zeros(hits.n_queries + 1, dtype=np.int64)
         for q in range(hits.n_queries):
@@ -206,16 +286,32 @@ def rerank_nodes(reranker: Reranker, pool: Node, chunk: Node, data: Node, *, lab
                  device: str) -> list[tuple[str, dict[str, Any], Node]]:
     """The scores node (shared by every depth), then per depth its latency and cut nodes."""
     depths = sorted(reranker.depths())
-    inputs: tuple[Node, ...] = (pool, chunk, data)
-    if isinstance(reranker, IndexedReranker):
-        inputs += (Node(RerankIndexOp(reranker), (chunk,), f"{reranker.name} passage index"),)
-    scores = Node(RerankScoresOp(reranker, depths[-1], device), inputs,
-                  f"{reranker.name} scores of {label} top {depths[-1]}")
+    passage_index = (Node.of(RerankIndexOp(reranker), f"{reranker.name} passage index",
+                             chunks=chunk)
+                     if isinstance(reranker, IndexedReranker) else None)
+    inputs = {"pool": pool, "chunks": chunk, "data": data, "passage_index": passage_index}
+    scores = Node.of(RerankScoresOp(reranker, depths[-1], device),
+                     f"{reranker.name} scores of {label} top {depths[-1]}", **inputs)
     out = []
     for d in depths:
-        lat = Node(RerankLatencyOp(reranker, d, device), inputs,
-                   f"{reranker.name} latency at depth {d}")
-        cut = Node(RerankOp(d, reranker.score_threshold), (scores, pool, lat, data),
-                   f"{label}>{reranker.name}@{d}")
+        lat = Node.of(RerankLatencyOp(reranker, d, device),
+                      f"{reranker.name} latency at depth {d}", **inputs)
+        cut = Node.of(RerankOp(d, reranker.score_threshold), f"{label}>{reranker.name}@{d}",
+                      scores=scores, pool=pool, latency=lat, data=data)
         out.append((cut.label, {"reranker": reranker.name, "depth": d}, cut))
     return out
+
+
+def expand(s: PlanState) -> PlanState:
+    """After each config, one reranked config per depth (scored once at the deepest)."""
+    r = s.comps.reranker
+    if r is None:
+        return s
+    out: list[ConfigSpec] = []
+    for c in s.configs:
+        out.append(c)
+        for label, params, node in rerank_nodes(r, c.leaf, s.node("chunk"), s.node("data"),
+                                                label=c.label, device=s.device):
+            out.append(lane(label, ConfigKind.RERANKED, node, {**c.params, **params},
+                            parent_id=c.config_id, filter_pair=c.filter_pair))
+    return s.with_configs(out)

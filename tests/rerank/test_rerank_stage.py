@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 
 from bench.data.synthetic import SyntheticDataset
 from bench.pipeline.run import run
-from bench.rerank.stage import RerankOp, RerankScores
+from bench.rerank.stage import CutInputs, RerankOp, RerankScores
 from bench.retrieval.base import Hits, Pool
 from bench.telemetry.base import TimingLog
 
@@ -22,13 +22,13 @@ def test_depth_cut_reorders_the_top_and_keeps_the_tail() -> None:
                      np.array([40, 30, 20, 10, 0], np.int32)))
     scores = RerankScores(np.array([0, 4]), np.array([0.1, 0.4, 0.3, 0.2], np.float32))
     out = RerankOp(depth=3, score_threshold=None).run(
-        [scores, pool, None, dataset], TimingLog("rerank_cut")).hits
+        CutInputs(scores, pool, None, dataset), TimingLog("rerank_cut")).hits
     # top 3 by reranker score: doc 3 (0.4), doc 2 (0.3), doc 4 (0.1); then docs 1, 0 as pooled
     assert out.doc_idx.tolist() == [3, 2, 4, 1, 0]
     assert out.chunk_idx is not None and out.chunk_idx.tolist() == [30, 20, 40, 10, 0]
     assert np.all(np.diff(out.scores) < 0)  # rank-derived, strictly decreasing
     cut = RerankOp(depth=3, score_threshold=0.25).run(
-        [scores, pool, None, dataset], TimingLog("rerank_cut")).hits
+        CutInputs(scores, pool, None, dataset), TimingLog("rerank_cut")).hits
     assert cut.doc_idx.tolist() == [3, 2, 1, 0]  # doc 4 scored 0.1 < 0.25: dropped
 
 

@@ -1,0 +1,141 @@
+"""What a plan is made of: configs ("lanes"), the state a stage expander folds, a stage entry.
+
+``plan()`` (``bench.pipeline.plan``) folds the ordered stage list (``bench.pipeline.stages``)
+over a :class:`PlanState`: each stage's ``expand(state) -> state`` adds the shared nodes it
+builds (chunks, embeddings, an index) and adds or rewrites the run's configs — a retrieval
+stage adds a lane per query-time setting, filters turn each lane into its filter modes, a
+reranker adds a config per depth after each lane, generation an answered config per pool.
+Adding a stage is its package, its ``conf/<group>/`` options and one :class:`Stage` entry.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from bench.pipeline.node import Node
+
+if TYPE_CHECKING:
+    from bench.data.base import Dataset
+    from bench.generation.stage import GenerationSettings
+    from bench.pipeline.components import Components
+
+
+class ConfigKind(enum.StrEnum):
+    """What a config's leaf is (configs.parquet ``kind``)."""
+
+    DENSE = "dense"
+    LEXICAL = "lexical"
+    FUSED = "fused"
+    RERANKED = "reranked"
+    GENERATED = "generated"
+
+
+@dataclass(frozen=True)
+class ConfigSpec:
+    """One leaf of the plan: one config of the run."""
+
+    config_id: str
+    label: str
+    kind: ConfigKind
+    leaf: Node
+    #: the config's own knobs (query settings, fusion variant, filter mode, rerank depth)
+    params: Mapping[str, Any]
+    #: the config this one extends (a reranked config's pool), or None
+    parent_id: str | None = None
+    #: (lane label, "hard" | "soft") for configs of a hard-vs-soft filter pair
+    filter_pair: tuple[str, str] | None = None
+    #: a generated config's candidate pool (its parent's leaf) and answers node
+    pool: Node | None = None
+    answers: Node | None = None
+    #: the exact pool added as the first config of an approximate index's answered run
+    reference: bool = False
+
+    @property
+    def chain(self) -> list[Node]:
+        return self.leaf.ancestors()
+
+    @property
+    def pool_node(self) -> Node:
+        """The node whose value is this config's candidate pool."""
+        return self.pool if self.pool is not None else self.leaf
+
+
+def config_id_of(leaf: Node) -> str:
+    return leaf.ident[:10]
+
+
+def label_of(kind: str, params: Mapping[str, Any]) -> str:
+    if not params:
+        return kind
+    inner = ",".join(f"{k}={v}" for k, v in params.items())
+    return f"{kind}({inner})"
+
+
+def params_label(params: Mapping[str, Any]) -> str:
+    return json.dumps(dict(params), sort_keys=True, default=str)
+
+
+def lane(label: str, kind: ConfigKind, node: Node, params: Mapping[str, Any], *,
+         parent_id: str | None = None, filter_pair: tuple[str, str] | None = None,
+         reference: bool = False) -> ConfigSpec:
+    """A config whose leaf is ``node`` (its id is the node's chain)."""
+    return ConfigSpec(config_id_of(node), label, kind, node, dict(params), parent_id,
+                      filter_pair, reference=reference)
+
+
+@dataclass(frozen=True)
+class PlanState:
+    """What the stages folded so far: the run's components, the shared nodes by name
+    (``data``, ``chunk``, ``embed_docs``, ``index``, ...) and the configs in report order."""
+
+    comps: Components
+    dataset: Dataset
+    device: str
+    relevance_level: int
+    generation: GenerationSettings | None = None
+    nodes: Mapping[str, Node] = field(default_factory=dict)
+    configs: tuple[ConfigSpec, ...] = ()
+
+    def node(self, name: str) -> Node:
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise KeyError(f"no shared node {name!r} yet (stage order?); have "
+                           f"{', '.join(self.nodes)}") from None
+
+    def with_nodes(self, **nodes: Node | None) -> PlanState:
+        return replace(self, nodes={**self.nodes,
+                                    **{k: v for k, v in nodes.items() if v is not None}})
+
+    def with_configs(self, configs: tuple[ConfigSpec, ...] | list[ConfigSpec]) -> PlanState:
+        return replace(self, configs=tuple(configs))
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One entry of the stage list (``bench.pipeline.stages``).
+
+    ``groups``: the config groups it owns (``conf/<group>/``), in data-flow order; the
+    top-level schema has one field per group of every entry. ``expander``: its plan
+    expander ``expand(state) -> state`` as ``"module:function"``, imported when a plan is
+    made (so the config schema can read the list without importing every stage); None for
+    a service (telemetry, budget, report) that adds no plan nodes. ``config_metrics``: the
+    configs.parquet columns it fills that release gates may bound.
+    """
+
+    name: str
+    groups: tuple[str, ...]
+    expander: str | None = None
+    config_metrics: tuple[str, ...] = ()
+
+    def expand(self, state: PlanState) -> PlanState:
+        if self.expander is None:
+            return state
+        module, _, fn = self.expander.partition(":")
+        expand: Callable[[PlanState], PlanState] = getattr(importlib.import_module(module), fn)
+        return expand(state)

@@ -1,0 +1,48 @@
+"""The stage list: every stage of the pipeline, in data-flow order, one entry each.
+
+``plan()`` folds these entries' expanders over the plan state in this order; the top-level
+config schema takes its stage groups from their ``groups`` (``conf/config.yaml``'s defaults
+name one option per group) and release gates their config metrics from ``config_metrics``.
+Adding a stage: its package (ops declaring phase, inputs, latency stages and ``run_one``;
+an ``expand(state) -> state``), its ``conf/<group>/`` options, a line in conf/config.yaml's
+defaults, and one entry here. This module imports nothing heavy: expanders are named, not
+imported, so the config schema can read the list before argument parsing.
+"""
+
+from __future__ import annotations
+
+from bench.pipeline.lanes import Stage
+
+#: configs.parquet columns every config's chain fills (end-to-end latency along the chain)
+CHAIN_METRICS = ("e2e_p50_ms", "e2e_p95_ms", "e2e_p99_ms")
+
+STAGES: tuple[Stage, ...] = (
+    Stage("dataset", ("dataset",), "bench.pipeline.plan:expand_dataset"),
+    Stage("chunking", ("chunker",), "bench.chunking.stage:expand"),
+    Stage("embedding", ("embedder",), "bench.embedding.stage:expand"),
+    Stage("index", ("index",), "bench.index.stage:expand", ("index_bytes", "build_s")),
+    Stage("retrieval", ("retriever",), "bench.retrieval.stage:expand",
+          ("p50_ms", "p95_ms", "p99_ms", "qps")),
+    Stage("lexical", ("lexical",), "bench.lexical.stage:expand"),
+    Stage("fusion", ("fusion",), "bench.fusion.stage:expand"),
+    Stage("filters", ("filters",), "bench.filters.stage:expand",
+          ("unauthorized_hits", "false_exclusion_rate", "doc_false_exclusion_rate",
+           "filter_removed")),
+    Stage("rerank", ("reranker",), "bench.rerank.stage:expand",
+          ("rerank_p50_ms", "rerank_p95_ms", "rerank_p99_ms", "rerank_pairs_per_s")),
+    Stage("generation", ("context", "generator", "answers", "judge"),
+          "bench.generation.stage:expand"),
+    Stage("telemetry", ("telemetry",)),
+    Stage("budget", ("budget",), config_metrics=("cost_per_query", "peak_vram_bytes")),
+    Stage("report", ("report",)),
+)
+
+
+def stage_groups() -> tuple[str, ...]:
+    """Every stage's config groups, in data-flow order."""
+    return tuple(g for s in STAGES for g in s.groups)
+
+
+def config_gate_metrics() -> tuple[str, ...]:
+    """configs.parquet columns a release gate may bound (one value per config)."""
+    return (*CHAIN_METRICS, *(m for s in STAGES for m in s.config_metrics))
