@@ -1,0 +1,132 @@
+"""The per-query path agrees with the batch path, op by op, on the synthetic corpus.
+
+Every query-time op's ``run_one`` (what the budget probe, the capacity driver and a served
+endpoint call) must give, for each query, the row the batch op gives for it: same documents,
+same chunks, same scores. Each op is fed the batch values of its inputs restricted to the
+query (by induction along the chain), so a difference is the op's own; the query encoder is
+compared on its own (a batch of one is padded differently from a batch of many).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from bench.embedding.stage import EmbedOp, Embeddings, EmbeddingStats
+from bench.pipeline.components import build_components
+from bench.pipeline.executor import Executor
+from bench.pipeline.node import Node, OneQuery, Phase, QueryOp, QueryTimer
+from bench.pipeline.plan import plan
+from bench.pipeline.request import QueryChain
+from bench.retrieval.base import Pool, order_key
+from bench.telemetry.basic import BasicTelemetry
+
+#: queries checked per config (every config of the plan is checked)
+N_QUERIES = 8
+OVERRIDES = ["dataset=synthetic", "lexical=bm25", "fusion=rrf", "filters=hard_vs_soft",
+             "reranker=bi_encoder_l3", "reranker.depths=[4,8]", "index=hnsw",
+             "index.query_params=[{ef_search: 16}]", "metrics.bootstrap_resamples=200"]
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from bench.app import CONF_DIR
+    from bench.cache.store import ArtifactStore
+    from bench.config.schema import register
+
+    cache = tmp_path_factory.mktemp("cache")
+    register()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", return_hydra_config=True,
+                      overrides=[*OVERRIDES, f"cache_dir={cache}"])
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    comps = build_components(cfg, "cpu")
+    dataset = comps.source.load()
+    the_plan = plan(comps, dataset, device="cpu", relevance_level=1)
+    executor = Executor(ArtifactStore(Path(cache)), BasicTelemetry(), "cpu")
+    for c in the_plan.configs:
+        executor.resolved(c.leaf)
+    return {"plan": the_plan, "executor": executor, "dataset": dataset}
+
+
+def _row(value: Any, q: int) -> Any:
+    """The batch value of one query-time node restricted to query ``q``."""
+    if isinstance(value, Embeddings):
+        return Embeddings(np.asarray(value.vectors)[q:q + 1], EmbeddingStats(1, 0, 0.0, 0))
+    if isinstance(value, Pool):
+        s, e = int(value.hits.offsets[q]), int(value.hits.offsets[q + 1])
+        hits = value.hits.take(np.asarray([0, e - s]), np.arange(s, e))
+        return Pool(hits, None if value.chunk_result is None else value.chunk_result)
+    return value
+
+
+def _same_pool(one: Pool, batch: Pool, q: int, what: str) -> None:
+    docs, scores = batch.hits.for_query(q)
+    s, e = int(batch.hits.offsets[q]), int(batch.hits.offsets[q + 1])
+    got_docs, got_scores = one.hits.for_query(0)
+    assert got_docs.tolist() == docs.tolist(), what
+    assert one.hits.chunks().tolist() == batch.hits.chunks()[s:e].tolist(), what
+    np.testing.assert_allclose(got_scores, scores, rtol=1e-5, atol=1e-6, err_msg=what)
+
+
+def test_every_query_time_op_agrees_with_its_batch_rows(batch: dict[str, Any]) -> None:
+    the_plan, ex, ds = batch["plan"], batch["executor"], batch["dataset"]
+    id_key = order_key(ds.doc_ids)
+    checked: set[str] = set()
+    for spec in the_plan.configs:
+        for q, query in enumerate(ds.queries[:N_QUERIES]):
+            one = OneQuery(query, type(ds)(ds.name, ds.documents, (query,),
+                                           fingerprint=ds.fingerprint), id_key)
+            vals: dict[str, Any] = {}
+            for n in spec.chain:
+                if n.phase is Phase.INDEX:
+                    vals[n.key] = ex.value(n)
+                elif n.phase is Phase.OFFLINE:
+                    vals[n.key] = None
+                elif isinstance(n.op, EmbedOp):  # compared on its own (below)
+                    vals[n.key] = _row(ex.value(n), q)
+                else:
+                    assert isinstance(n.op, QueryOp), n.label
+                    vals[n.key] = n.op.run_one(n.bind(vals), one, QueryTimer())
+                    if isinstance(vals[n.key], Pool):
+                        _same_pool(vals[n.key], ex.value(n), q, f"{n.label} query {q}")
+                        checked.add(n.stage)
+    assert {"retrieve", "lexical", "fusion", "filters", "rerank_cut"} <= checked
+
+
+def test_the_query_encoder_agrees_with_the_batch_pass(batch: dict[str, Any]) -> None:
+    the_plan, ex, ds = batch["plan"], batch["executor"], batch["dataset"]
+    node: Node = the_plan.embed_queries
+    op = node.op
+    assert isinstance(op, EmbedOp) and op.phase is Phase.QUERY
+    vectors = np.asarray(ex.value(node).vectors)
+    id_key = order_key(ds.doc_ids)
+    for q, query in enumerate(ds.queries[:N_QUERIES]):
+        one = OneQuery(query, ds, id_key)
+        got = op.run_one(node.bind({node.inputs[0].key: ds}), one, QueryTimer())
+        cos = float(np.dot(np.asarray(got.vectors)[0], vectors[q]))
+        assert cos > 0.9999, (q, cos)
+
+
+def test_the_chain_times_every_latency_stage_of_its_ops(batch: dict[str, Any]) -> None:
+    the_plan, ex, ds = batch["plan"], batch["executor"], batch["dataset"]
+    reranked = next(c for c in the_plan.configs if c.kind == "reranked"
+                    and c.label.startswith("rrf"))
+    chain = QueryChain(reranked.chain, ex, ds, "cpu")
+    times, pool = chain(0)
+    emitted = {s for n in reranked.chain if n.phase is Phase.QUERY
+               for s in n.op.latency_stages}
+    assert set(times) == emitted  # no stage silently drops out of end-to-end latency
+    assert {"embed_query", "retrieve", "lexical", "fold", "fusion", "filters", "rerank",
+            "rerank_cut"} == emitted
+    assert isinstance(pool, Pool) and pool.hits.n_queries == 1
+    assert set(the_plan.query_time_stages()) == emitted
