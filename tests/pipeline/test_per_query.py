@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.embedding.stage import EmbedOp, Embeddings, EmbeddingStats
+from bench.embedding.stage import Embeddings, EmbeddingStats, EmbedOp
 from bench.pipeline.components import build_components
 from bench.pipeline.executor import Executor
 from bench.pipeline.node import Node, OneQuery, Phase, QueryOp, QueryTimer
