@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.data.base import Dataset
-from bench.generation.base import Generation
+from bench.generation.base import Generation, Generator
 from bench.judge.base import Judge, JudgeCall, Verdict, judge_items
 from bench.metrics.base import QueryValue
 from bench.pipeline.node import OpTraits, Phase
@@ -43,18 +43,20 @@ _VERDICT_SCHEMA = pa.schema([
 ])
 
 
+def _members(judge: Judge) -> list[Judge]:
+    from bench.judge.suite import JudgeSuite
+
+    return list(judge.judges) if isinstance(judge, JudgeSuite) else [judge]
+
+
 def judge_name(judge: Judge) -> str:
     """``faithfulness`` for one judge, ``faithfulness+refusal`` for a suite."""
-    inner = getattr(judge, "judges", None)
-    if inner:
-        return "+".join(j.name for j in inner)
-    return str(judge.name)
+    return "+".join(j.name for j in _members(judge))
 
 
 def judge_metrics(judge: Judge) -> dict[str, tuple[str, ...]]:
     """Metric names per judge name (a suite's members, or the judge itself)."""
-    inner = getattr(judge, "judges", None) or [judge]
-    return {j.name: tuple(j.metrics) for j in inner}
+    return {j.name: tuple(j.metrics) for j in _members(judge)}
 
 
 def verdict_values(judge: Judge, verdicts: Sequence[Verdict]) -> list[QueryValue]:
@@ -122,7 +124,10 @@ def judge_inputs(gens: Sequence[Generation], contexts: Sequence[Any], dataset: D
 
 
 
-def judge_generator(judge: Judge) -> Any:
-    """The generator the judge asks (a suite's members share one)."""
-    inner = getattr(judge, "judges", None) or [judge]
-    return getattr(inner[0], "generator", None)
+def judge_generator(judge: Judge) -> Generator | None:
+    """The generator the judge asks (a suite's members share one); None for a judge that
+    asks no model."""
+    from bench.judge.llm import LLMJudge
+
+    first = _members(judge)[0]
+    return first.generator if isinstance(first, LLMJudge) else None

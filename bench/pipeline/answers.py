@@ -162,6 +162,7 @@ def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
                                sum(r.status == INVALID for r in rows),
                                sum(r.status == ERROR for r in rows)))
     sc = abstention.scores if abstention is not None else None
+    judge_model = None if comps.judge is None else judge_generator(comps.judge)
     assert comps.generator is not None
     return GenerationSummary(
         config_id=spec.config_id, label=spec.label, generator=generator_name(comps.generator),
@@ -183,8 +184,7 @@ def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
         judge_schema_validity=validity.rate,
         judge_invalid=sum(v.status == INVALID for v in a.verdicts),
         judge_counts=tuple(counts),
-        judge_model=None if comps.judge is None
-        else generator_name(judge_generator(comps.judge)),
+        judge_model=None if judge_model is None else generator_name(judge_model),
         memo=None if memo is None else (memo.answer_hits, memo.answer_misses,
                                         memo.judge_hits, memo.judge_misses))
 

@@ -22,8 +22,8 @@ from typing import Any
 from bench.capacity.base import Slo
 from bench.capacity.loadgen import plan, run_levels, write_capacity
 from bench.errors import ConfigError
+from bench.pipeline.outcome import Executed
 from bench.pipeline.request import QueryChain
-from bench.pipeline.run import Executed
 
 log = logging.getLogger("bench")
 

@@ -36,7 +36,7 @@ from bench.pipeline.node import Node
 from bench.pipeline.plan import ConfigKind, ConfigSpec, Plan, prune_node
 from bench.pipeline.request import QueryChain
 from bench.rerank.stage import LATENCY_QUERIES
-from bench.telemetry.base import Telemetry
+from bench.telemetry.base import Telemetry, peak_vram, stage_records
 from bench.telemetry.basic import peak_rss_bytes
 
 log = logging.getLogger("bench")
@@ -88,17 +88,10 @@ def probe_sample(n_queries: int, k: int, seed: int) -> np.ndarray:
 
 
 def _vram(telemetry: Telemetry, stage: str) -> tuple[int | None, str | None]:
-    records = getattr(telemetry, "records", None)
-    if not records:
-        return None, None
-    rec = next((r for r in reversed(records) if r.stage == stage), None)
-    if rec is None:
-        return None, None
-    if rec.torch_peak_allocated_bytes is not None:
-        return int(rec.torch_peak_allocated_bytes), "torch_peak_allocated"
-    if rec.gpu_used_peak_bytes is not None:
-        return int(rec.gpu_used_peak_bytes), "nvml_used"
-    return None, None
+    """Peak VRAM of the probe's last watch of ``stage`` (None without a GPU reading)."""
+    rec = next((r for r in reversed(stage_records(telemetry)) if r.stage == stage), None)
+    peak = None if rec is None else peak_vram([rec])
+    return (None, None) if peak is None else peak
 
 
 def measure_chain(chain: QueryChain, sample: np.ndarray, telemetry: Telemetry,

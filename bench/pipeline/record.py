@@ -26,9 +26,9 @@ from bench.index.stage import IndexArtifact
 from bench.metrics.stats import CompletionAccounting
 from bench.pipeline.answers import with_generation_latency
 from bench.pipeline.executor import Executor
+from bench.pipeline.outcome import ConfigRun, Executed, RunResult
 from bench.pipeline.plan import ConfigKind, Plan
 from bench.pipeline.probe import probe_json, work_saved
-from bench.pipeline.run import ConfigRun, Executed, RunResult
 from bench.pipeline.scoring import ConfigScores
 from bench.report.base import ConfigReport, RunReport
 from bench.results import schema
@@ -42,7 +42,13 @@ from bench.results.records import (
 )
 from bench.results.write import git_sha, package_versions, write_json, write_records
 from bench.retrieval.base import Hits
-from bench.telemetry.base import StageTiming
+from bench.telemetry.base import (
+    RecordingTelemetry,
+    StageTiming,
+    Telemetry,
+    peak_vram,
+    stage_records,
+)
 from bench.telemetry.basic import peak_rss_bytes
 
 log = logging.getLogger("bench")
@@ -130,24 +136,17 @@ def decision_columns(c: ConfigRun, row: ConfigRow, done: Executed) -> ConfigRow:
                       peak_vram_measure=f"{p.vram_measure} (probe)")
     else:
         stages = {n.stage for n in c.spec.chain}
-        recs = [r for r in getattr(done.telemetry, "records", []) if r.stage in stages]
-        torch_peaks = [r.torch_peak_allocated_bytes for r in recs
-                       if r.torch_peak_allocated_bytes is not None]
-        nvml_peaks = [r.gpu_used_peak_bytes for r in recs if r.gpu_used_peak_bytes is not None]
-        if torch_peaks:
-            fields.update(peak_vram_bytes=max(torch_peaks),
-                          peak_vram_measure="torch_peak_allocated (chain stages)")
-        elif nvml_peaks:
-            fields.update(peak_vram_bytes=max(nvml_peaks),
-                          peak_vram_measure="nvml_used (chain stages)")
+        peak = peak_vram(r for r in stage_records(done.telemetry) if r.stage in stages)
+        if peak is not None:
+            fields.update(peak_vram_bytes=peak[0], peak_vram_measure=f"{peak[1]} (chain stages)")
     return replace(row, **fields)  # type: ignore[arg-type]
 
 
-def telemetry_json(telemetry: object) -> dict[str, Any]:
+def telemetry_json(telemetry: Telemetry) -> dict[str, Any]:
     """run.json's ``telemetry`` (sampler state and one record per stage) when the telemetry
     has a manifest (``bench.telemetry.sampler``)."""
-    manifest = getattr(telemetry, "manifest", None)
-    return {"telemetry": manifest()} if callable(manifest) else {}
+    return ({"telemetry": telemetry.manifest()} if isinstance(telemetry, RecordingTelemetry)
+            else {})
 
 
 def budget_json(done: Executed) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +26,8 @@ from bench.context.base import JudgedContextBuilder
 from bench.data.base import Dataset
 from bench.embedding.stage import Embeddings
 from bench.errors import BenchError, ConfigError
-from bench.filters.base import FilterOutcome, eligible_gold
+from bench.filters.base import eligible_gold
 from bench.filters.hard_vs_soft import HardVsSoft
-from bench.filters.stage import FilteredPool
 from bench.generation.base import SamplingParams
 from bench.generation.memo import MemoCounts, MemoGenerator, sum_counts
 from bench.generation.stage import (
@@ -38,6 +37,7 @@ from bench.generation.stage import (
     query_subset,
 )
 from bench.index.base import SearchResult
+from bench.judge.stage import judge_generator
 from bench.metrics.engine import Qrels
 from bench.pipeline.answers import (
     answer_values,
@@ -48,9 +48,11 @@ from bench.pipeline.answers import (
 )
 from bench.pipeline.components import Components, build_components, validate_top_level
 from bench.pipeline.device import resolve_device
-from bench.pipeline.executor import Executor, Resolved
+from bench.pipeline.executor import Executor
+from bench.pipeline.outcome import ConfigRun, Executed, RunResult
 from bench.pipeline.plan import ConfigKind, ConfigSpec, Plan, plan
 from bench.pipeline.probe import ProbeOutcome, probe_configs
+from bench.pipeline.record import write_plan, write_results
 from bench.pipeline.scoring import (
     ConfigScores,
     SummarySettings,
@@ -63,69 +65,15 @@ from bench.results.records import (
     FilterDecisionRecord,
     GenerationSummary,
     GoldProbeSummary,
-    SummaryRow,
 )
 from bench.retrieval.base import Pool
-from bench.telemetry.base import StageTiming, Telemetry
+from bench.telemetry.base import RecordingTelemetry, StageTiming, Telemetry
 from bench.telemetry.basic import BasicTelemetry
 
 log = logging.getLogger("bench")
 
 #: ANN recall is reported at these cutoffs (chunk level, vs the exact flat search)
 ANN_RECALL_K = (10, 100)
-
-
-@dataclass(frozen=True)
-class RunResult:
-    run_dir: Path
-    run_id: str
-    exit_code: int
-    summary: tuple[SummaryRow, ...]
-    cache_hits: dict[str, bool] = field(default_factory=dict)
-    failed_gates: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ConfigRun:
-    """One config after execution: its spec, pool (None when pruned), what its chain did."""
-
-    spec: ConfigSpec
-    pool: Pool | None
-    chain: tuple[Resolved, ...]
-    timings: tuple[StageTiming, ...]
-    pruned_reason: str | None = None
-    extra: dict[str, np.ndarray] = field(default_factory=dict)
-
-    def node(self, stage: str) -> Resolved | None:
-        return next((r for r in self.chain if r.node.stage == stage), None)
-
-    @property
-    def filter_outcome(self) -> FilterOutcome | None:
-        r = self.node("filters")
-        return r.value.outcome if r is not None and isinstance(r.value, FilteredPool) else None
-
-
-@dataclass(frozen=True)
-class Executed:
-    """Everything a run computed, handed to the writers (bench.pipeline.record)."""
-
-    run_id: str
-    cfg: DictConfig
-    device: str
-    dataset: Dataset
-    plan: Plan
-    executor: Executor
-    configs: tuple[ConfigRun, ...]
-    scores: tuple[ConfigScores, ...]
-    data_timing: StageTiming
-    telemetry: Telemetry
-    comps: Components
-    #: generated configs' answer figures by config id (latency, abstention, judge validity)
-    generation: dict[str, GenerationSummary] = field(default_factory=dict)
-    #: the budget probe (None: no budget)
-    probe: ProbeOutcome | None = None
-    #: lost-in-the-middle configs' placement figures by config id (context=gold_position)
-    gold_probes: dict[str, GoldProbeSummary] = field(default_factory=dict)
 
 
 def run(cfg: DictConfig, run_dir: Path) -> RunResult:
@@ -156,8 +104,6 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     executor = Executor(store, telemetry, device)
     check_budget_stages(comps, the_plan)
     if cfg.plan_only:
-        from bench.pipeline.record import write_plan
-
         text = write_plan(the_plan, executor, run_dir)
         print(text)
         return RunResult(run_dir, run_id, 0, ())
@@ -180,8 +126,7 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     finally:  # a managed server or a GPU engine is released even when a stage fails
         if comps.generator is not None:
             comps.generator.close()
-        judge_gen = getattr(comps.judge, "generator", None) or getattr(
-            next(iter(getattr(comps.judge, "judges", [])), None), "generator", None)
+        judge_gen = None if comps.judge is None else judge_generator(comps.judge)
         if judge_gen is not None and judge_gen is not comps.generator:
             judge_gen.close()
     if all(c.pool is None for c in configs):
@@ -256,16 +201,13 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
             comparisons += compare(gscores, answer_metrics, resamples=m.bootstrap_resamples,
                                    confidence=m.confidence, seed=cfg.seed)
     decisions = filter_decisions(done)
-    from bench.pipeline.record import write_results
-
     result = write_results(done, run_dir, comparisons, decisions, t_start)
     if cfg.capacity.config:
         from bench.pipeline.capacity import run_capacity
 
         run_capacity(done, run_dir)
-    close = getattr(telemetry, "close", None)
-    if callable(close):  # the sampler thread (its records are in run.json already)
-        close()
+    if isinstance(telemetry, RecordingTelemetry):  # the sampler thread (run.json has its records)
+        telemetry.close()
     return result
 
 
@@ -302,8 +244,6 @@ def execute_config(spec: ConfigSpec, the_plan: Plan, executor: Executor,
 def memo_generators(comps: Components) -> list[MemoGenerator]:
     """The prompt memos of the run (``generation.memo``): the generator's, and the judge's
     when the judge asks another model."""
-    from bench.judge.stage import judge_generator
-
     out: list[MemoGenerator] = []
     for g in (comps.generator, None if comps.judge is None else judge_generator(comps.judge)):
         if isinstance(g, MemoGenerator) and all(g is not m for m in out):

@@ -10,10 +10,10 @@ Adding a backend: implement ``Telemetry`` in a module here, add ``conf/telemetry
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -102,3 +102,47 @@ class Telemetry(Protocol):
 
     @property
     def samples(self) -> list[ResourceSample]: ...
+
+
+class VramRecord(Protocol):
+    """What a per-stage telemetry record says of VRAM (``bench.telemetry.sampler``)."""
+
+    @property
+    def stage(self) -> str: ...
+
+    @property
+    def torch_peak_allocated_bytes(self) -> int | None: ...
+
+    @property
+    def gpu_used_peak_bytes(self) -> int | None: ...
+
+
+@runtime_checkable
+class RecordingTelemetry(Telemetry, Protocol):
+    """Optional capability: one typed record per stage, a run.json manifest, a sampler thread
+    to stop at the end of the run."""
+
+    @property
+    def records(self) -> Sequence[VramRecord]: ...
+
+    def manifest(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+def stage_records(telemetry: Telemetry) -> list[VramRecord]:
+    """The per-stage records of a recording telemetry (none otherwise)."""
+    return list(telemetry.records) if isinstance(telemetry, RecordingTelemetry) else []
+
+
+def peak_vram(records: Iterable[VramRecord]) -> tuple[int, str] | None:
+    """Peak VRAM over ``records`` and which figure it is: torch's peak allocated bytes (what
+    the work needed) where read, else NVML's card-wide used bytes; None without a GPU
+    reading."""
+    recs = list(records)
+    torch_peaks = [r.torch_peak_allocated_bytes for r in recs
+                   if r.torch_peak_allocated_bytes is not None]
+    if torch_peaks:
+        return int(max(torch_peaks)), "torch_peak_allocated"
+    nvml = [r.gpu_used_peak_bytes for r in recs if r.gpu_used_peak_bytes is not None]
+    return (int(max(nvml)), "nvml_used") if nvml else None

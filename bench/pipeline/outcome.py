@@ -1,0 +1,80 @@
+"""What a run produced, as the writers, the capacity driver and callers see it.
+
+``RunResult`` is what ``run(cfg)`` returns; ``ConfigRun`` is one config after execution;
+``Executed`` everything the run computed, handed to the writers (``bench.pipeline.record``)
+and the capacity driver (``bench.pipeline.capacity``). Kept apart from the orchestration in
+``bench.pipeline.run`` so the writers do not import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from omegaconf import DictConfig
+
+from bench.data.base import Dataset
+from bench.filters.base import FilterOutcome
+from bench.filters.stage import FilteredPool
+from bench.pipeline.components import Components
+from bench.pipeline.executor import Executor, Resolved
+from bench.pipeline.plan import ConfigSpec, Plan
+from bench.pipeline.probe import ProbeOutcome
+from bench.pipeline.scoring import ConfigScores
+from bench.results.records import GenerationSummary, GoldProbeSummary, SummaryRow
+from bench.retrieval.base import Pool
+from bench.telemetry.base import StageTiming, Telemetry
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_dir: Path
+    run_id: str
+    exit_code: int
+    summary: tuple[SummaryRow, ...]
+    cache_hits: dict[str, bool] = field(default_factory=dict)
+    failed_gates: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ConfigRun:
+    """One config after execution: its spec, pool (None when pruned), what its chain did."""
+
+    spec: ConfigSpec
+    pool: Pool | None
+    chain: tuple[Resolved, ...]
+    timings: tuple[StageTiming, ...]
+    pruned_reason: str | None = None
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def node(self, stage: str) -> Resolved | None:
+        return next((r for r in self.chain if r.node.stage == stage), None)
+
+    @property
+    def filter_outcome(self) -> FilterOutcome | None:
+        r = self.node("filters")
+        return r.value.outcome if r is not None and isinstance(r.value, FilteredPool) else None
+
+
+@dataclass(frozen=True)
+class Executed:
+    """Everything a run computed, handed to the writers (bench.pipeline.record)."""
+
+    run_id: str
+    cfg: DictConfig
+    device: str
+    dataset: Dataset
+    plan: Plan
+    executor: Executor
+    configs: tuple[ConfigRun, ...]
+    scores: tuple[ConfigScores, ...]
+    data_timing: StageTiming
+    telemetry: Telemetry
+    comps: Components
+    #: generated configs' answer figures by config id (latency, abstention, judge validity)
+    generation: dict[str, GenerationSummary] = field(default_factory=dict)
+    #: the budget probe (None: no budget)
+    probe: ProbeOutcome | None = None
+    #: lost-in-the-middle configs' placement figures by config id (context=gold_position)
+    gold_probes: dict[str, GoldProbeSummary] = field(default_factory=dict)
