@@ -42,6 +42,8 @@ def _hydra_entry(cfg: DictConfig) -> None:
     except BenchError as exc:
         print(f"bench: error: {exc.one_line()}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    if result.plan_text is not None:  # plan_only (a multirun prints one plan at its end)
+        print(result.plan_text)
     if result.exit_code:
         for gate in result.failed_gates:
             print(f"bench: gate failed: {gate}", file=sys.stderr)

@@ -35,6 +35,8 @@ class RunResult:
     summary: tuple[SummaryRow, ...]
     cache_hits: dict[str, bool] = field(default_factory=dict)
     failed_gates: tuple[str, ...] = ()
+    #: ``plan_only=true``: the rendered plan (nothing ran)
+    plan_text: str | None = None
 
 
 @dataclass(frozen=True)

@@ -197,3 +197,39 @@ def plan(comps: Components, dataset: Dataset, *, device: str, relevance_level: i
     n = state.nodes
     return Plan(n["data"], n["chunk"], n["chunk_stats"], n["embed_docs"], n["embed_queries"],
                 n["index"], n.get("exact"), state.configs, n.get("query_latency"))
+
+
+def sweep_plan(jobs: list[tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, Any]]:
+    """One plan across the jobs of a multirun, from each job's ``plan.json``: every node
+    once (by key), which nodes several jobs share (computed once, by the first job that
+    needs it; the others load it from the cache), and each job's configs. Returns the text
+    ``plan_only=true`` prints and the merged JSON."""
+    nodes: dict[str, dict[str, Any]] = {}
+    used_by: dict[str, list[str]] = {}
+    for name, p in jobs:
+        for n in p["nodes"]:
+            nodes.setdefault(n["key"], n)
+            used_by.setdefault(n["key"], []).append(name)
+    shared = [k for k, js in used_by.items() if len(js) > 1]
+    cacheable = [n for n in nodes.values() if n["cacheable"]]
+    cached = [n for n in cacheable if n["cached"]]
+    n_configs = sum(len(p["configs"]) for _, p in jobs)
+    lines = [f"sweep plan: {len(jobs)} jobs, {n_configs} configs, {len(nodes)} distinct nodes "
+             f"({len(shared)} shared by several jobs; {len(cached)} of {len(cacheable)} "
+             f"cacheable nodes already cached)"]
+    if shared:
+        lines.append("shared by several jobs (computed once):")
+        for k in shared:
+            n = nodes[k]
+            state = ("cached" if n["cached"] else "to compute") if n["cacheable"] else "in memory"
+            lines.append(f"  {n['stage']}: {n['label']}  (key {k[:10]}; {state}; jobs "
+                         f"{', '.join(used_by[k])})")
+    for name, p in jobs:
+        own = sum(1 for n in p["nodes"] if len(used_by[n["key"]]) == 1)
+        lines.append(f"job {name}: {len(p['configs'])} configs, {len(p['nodes'])} nodes "
+                     f"({own} its own)")
+        for c in p["configs"]:
+            lines.append(f"  {c['config_id']}  {c['label']}  ({c['kind']})")
+    merged = {"jobs": [{"job": name, "configs": p["configs"]} for name, p in jobs],
+              "nodes": [{**n, "jobs": used_by[k]} for k, n in nodes.items()]}
+    return "\n".join(lines), merged

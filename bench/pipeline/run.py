@@ -105,8 +105,7 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     check_budget_stages(comps, the_plan)
     if cfg.plan_only:
         text = write_plan(the_plan, executor, run_dir)
-        print(text)
-        return RunResult(run_dir, run_id, 0, ())
+        return RunResult(run_dir, run_id, 0, (), plan_text=text)
     log.info("plan: %d configs over %d nodes", len(the_plan.configs), len(the_plan.nodes()))
 
     executor.resolved(the_plan.chunk_stats)

@@ -344,6 +344,11 @@ class SweepReportCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         global _ACTIVE
         _ACTIVE = None
+        if config.get("plan_only"):  # the jobs wrote their plans and ran nothing
+            code = finish_plan(Path(config.hydra.sweep.dir))
+            if code:
+                raise SystemExit(code)
+            return
         code = finish(Path(config.hydra.sweep.dir), metric=self.metric, x_key=self.x_key)
         if code:
             # Hydra swallows a callback's Exception but not SystemExit: this sets the
@@ -371,6 +376,29 @@ def finish(sweep_dir: Path, *, metric: str = "ndcg@10", x_key: str | None = None
     elif code:
         print(f"bench: sweep finished with failed release gates, see {out}", file=sys.stderr)
     return code
+
+
+def finish_plan(sweep_dir: Path) -> int:
+    """``plan_only=true`` on a multirun: print one plan across the jobs (nodes the jobs
+    share, each job's configs), write ``sweep_plan.txt`` / ``sweep_plan.json``; exit 0, or 4
+    when a job wrote no plan (it failed: its error is in its folder)."""
+    from bench.pipeline.plan import sweep_plan
+    from bench.results.write import write_json
+
+    dirs = sorted((p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()),
+                  key=lambda p: int(p.name))
+    missing = [p.name for p in dirs if not (p / "plan.json").is_file()]
+    jobs = [(p.name, json.loads((p / "plan.json").read_text())) for p in dirs
+            if p.name not in missing]
+    text, merged = sweep_plan(jobs)
+    (sweep_dir / "sweep_plan.txt").write_text(text + "\n")
+    write_json(sweep_dir / "sweep_plan.json", merged)
+    print(text)
+    if missing:
+        print(f"bench: sweep plan incomplete: job(s) {', '.join(missing)} wrote no plan",
+              file=sys.stderr)
+        return EXIT_SWEEP_INCOMPLETE
+    return 0
 
 
 def finish_after_launcher_error(exc: BaseException) -> int | None:

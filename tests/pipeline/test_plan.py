@@ -79,3 +79,24 @@ def test_end_to_end_is_the_sum_along_the_chain_per_query() -> None:
          StageTiming("fusion", "total", 2, 4.0),  # measured as a whole: an even share each
          StageTiming("retrieve", "query", 1, 3.0, query_id="q3"))  # q3 was not encoded alone
     assert end_to_end_ms(t, ("embed_query", "retrieve", "fold", "fusion")) == [13.0, 24.0]
+
+
+def test_plan_only_on_a_multirun_prints_one_plan_across_its_jobs(tmp_path: Path) -> None:
+    cache, sweep = tmp_path / "cache", tmp_path / "sweep"
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "-m", "dataset=synthetic", "reranker=maxsim,bi_encoder",
+         f"cache_dir={cache}", "plan_only=true",
+         f"hydra.sweep.dir={sweep}"],
+        capture_output=True, text=True, cwd=REPO, timeout=300,
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert sum(line.startswith("plan: ") for line in lines) == 0  # no per-job plans
+    start = next(i for i, line in enumerate(lines) if line.startswith("sweep plan: "))
+    assert lines[start].startswith("sweep plan: 2 jobs, 8 configs")  # dense + 3 depths each
+    text = "\n".join(lines[start:])
+    # the dense pool and everything under it is one node for both jobs
+    assert "retrieve: dense" in text and "jobs 0, 1" in text
+    assert text.count("  dense  (dense)") == 2  # the same config in both jobs
+    assert (sweep / "sweep_plan.json").is_file() and not (sweep / "sweep_report.md").exists()
+    assert not any(p.name == "_meta.json" for p in cache.rglob("*")) if cache.exists() else True
