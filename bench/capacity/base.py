@@ -77,3 +77,25 @@ class CapacityAnswer:
     worker_kind: str
     assumption: str
     text: str
+
+
+@dataclass(frozen=True)
+class CapacityRun:
+    """What a capacity run of one config measured (run.json ``capacity``, the report)."""
+
+    config_id: str
+    label: str
+    #: what one request is: the config's chain, stage by stage
+    request: str
+    slo: Slo
+    answer: CapacityAnswer
+    levels: tuple[LevelResult, ...]
+    #: capacity.json / .md / .png, relative to the run dir
+    files: tuple[str, ...]
+
+    def to_json(self) -> dict[str, object]:
+        from dataclasses import asdict
+
+        return {"config_id": self.config_id, "label": self.label, "request": self.request,
+                "answer": self.answer.text, "workers": self.answer.workers,
+                "levels": [asdict(lv) for lv in self.levels], "files": list(self.files)}

@@ -198,6 +198,25 @@ def plot(levels: Sequence[LevelResult], slo: Slo, path: Path,
     return path
 
 
+def capacity_lines(levels: Sequence[LevelResult], slo: Slo, answer: CapacityAnswer
+                   ) -> list[str]:
+    """The sizing answer and one table row per level (capacity.md and the run's report)."""
+    def f(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
+    lines = [f"**{answer.text}**", "",
+             "| users | requests | failed | throughput req/s | e2e p50 / p95 / p99 ms | "
+             "TTFT p50 / p95 / p99 ms | within budget | meets SLO | stopped by |",
+             "|---:|---:|---:|---:|---|---|---:|---|---|"]
+    for lv in levels:
+        lines.append(
+            f"| {lv.concurrency} | {lv.n_requests} | {lv.n_failed} | {lv.throughput_rps:.1f} | "
+            f"{f(lv.e2e_p50_ms)} / {f(lv.e2e_p95_ms)} / {f(lv.e2e_p99_ms)} | "
+            f"{f(lv.ttft_p50_ms)} / {f(lv.ttft_p95_ms)} / {f(lv.ttft_p99_ms)} | "
+            f"{lv.within_budget:.1%} | {'yes' if meets(lv, slo) else 'no'} | {lv.stopped_by} |")
+    return [*lines, ""]
+
+
 def write_capacity(levels: Sequence[LevelResult], slo: Slo, answer: CapacityAnswer,
                    out_dir: Path) -> list[Path]:
     """capacity.json (every level, the SLO, the answer), capacity.md and capacity.png."""
@@ -211,21 +230,8 @@ def write_capacity(levels: Sequence[LevelResult], slo: Slo, answer: CapacityAnsw
     atomic_write_bytes(js, json.dumps({"slo": asdict(slo), "levels": [asdict(lv) for lv in levels],
                                        "answer": asdict(answer)}, indent=2).encode())
     png = plot(levels, slo, out_dir / "capacity.png", answer)
-
-    def f(v: float | None) -> str:
-        return "-" if v is None else f"{v:.1f}"
-
-    lines = ["# Capacity", "", f"**{answer.text}**", "",
-             "| users | requests | failed | throughput req/s | e2e p50 / p95 / p99 ms | "
-             "TTFT p50 / p95 / p99 ms | within budget | meets SLO | stopped by |",
-             "|---:|---:|---:|---:|---|---|---:|---|---|"]
-    for lv in levels:
-        lines.append(
-            f"| {lv.concurrency} | {lv.n_requests} | {lv.n_failed} | {lv.throughput_rps:.1f} | "
-            f"{f(lv.e2e_p50_ms)} / {f(lv.e2e_p95_ms)} / {f(lv.e2e_p99_ms)} | "
-            f"{f(lv.ttft_p50_ms)} / {f(lv.ttft_p95_ms)} / {f(lv.ttft_p99_ms)} | "
-            f"{lv.within_budget:.1%} | {'yes' if meets(lv, slo) else 'no'} | {lv.stopped_by} |")
-    lines += ["", f"![capacity]({png.name})", ""]
+    lines = ["# Capacity", "", *capacity_lines(levels, slo, answer),
+             f"![capacity]({png.name})", ""]
     md = out_dir / "capacity.md"
     atomic_write_bytes(md, "\n".join(lines).encode())
     return [js, md, png]

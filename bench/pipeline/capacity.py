@@ -13,13 +13,10 @@ Output: ``capacity/`` (capacity.json, capacity.md, capacity.png) in the run dir 
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
-from bench.capacity.base import Slo
+from bench.capacity.base import CapacityRun, Slo
 from bench.capacity.loadgen import plan, run_levels, write_capacity
 from bench.errors import ConfigError
 from bench.pipeline.outcome import Executed
@@ -56,7 +53,7 @@ def choose_config(done: Executed, wanted: str) -> int:
                                          f"or {BEST}")
 
 
-def run_capacity(done: Executed, run_dir: Path) -> dict[str, Any]:
+def run_capacity(done: Executed, run_dir: Path) -> CapacityRun:
     cap = done.cfg.capacity
     i = choose_config(done, str(cap.config))
     spec = done.configs[i].spec
@@ -82,16 +79,7 @@ def run_capacity(done: Executed, run_dir: Path) -> dict[str, Any]:
                   worker_kind=str(cap.worker_kind))
     files = write_capacity(levels, slo, answer, run_dir / "capacity")
     log.info("capacity: %s", answer.text)
-    entry = {"config_id": spec.config_id, "label": spec.label,
-             "request": "one query's whole chain: " + " > ".join(n.stage for n in spec.chain),
-             "answer": answer.text, "workers": answer.workers,
-             "levels": [asdict(lv) for lv in levels],
-             "files": [str(f.relative_to(run_dir)) for f in files]}
-    manifest_path = run_dir / "run.json"
-    if manifest_path.is_file():
-        from bench.results.write import write_json
-
-        manifest = json.loads(manifest_path.read_text())
-        manifest["capacity"] = entry
-        write_json(manifest_path, manifest)
-    return entry
+    return CapacityRun(spec.config_id, spec.label,
+                       "one query's whole chain: " + " > ".join(n.stage for n in spec.chain),
+                       slo, answer, tuple(levels),
+                       tuple(str(f.relative_to(run_dir)) for f in files))

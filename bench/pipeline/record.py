@@ -14,6 +14,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from bench.budget.chain import ChainBudget
+from bench.capacity.base import CapacityRun
 from bench.chunking.stage import ChunkReport
 from bench.config.toplevel import CONFIG_GATE_METRICS, check_gates_matched
 from bench.data.base import Dataset
@@ -269,7 +270,8 @@ def completion(s: ConfigScores, metric: str) -> CompletionAccounting:
 
 
 def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
-                  decisions: list[FilterDecisionRecord], t_start: float) -> RunResult:
+                  decisions: list[FilterDecisionRecord], t_start: float,
+                  capacity: CapacityRun | None = None) -> RunResult:
     cfg, run_id, dataset = done.cfg, done.run_id, done.dataset
     summary_rows = [r for s in done.scores for r in s.summary]
     per_query: list[PerQueryRow] = []
@@ -355,6 +357,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         "lost_in_middle": [asdict(p) for p in done.gold_probes.values()] or None,
         "failed_gates": failed,
         "wall_s": wall_s,
+        **({} if capacity is None else {"capacity": capacity.to_json()}),
     })
     if done.comps.reporter is not None:
         done.comps.reporter.write(RunReport(
@@ -370,7 +373,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
             failed_gates=tuple(failed), wall_s=wall_s,
             resources=tuple(done.telemetry.samples),
             generation=tuple(done.generation.values()),
-            gold_probes=tuple(done.gold_probes.values())))
+            gold_probes=tuple(done.gold_probes.values()), capacity=capacity))
     log.info("run %s finished in %.1fs: %s", run_id, wall_s, run_dir)
     return RunResult(run_dir, run_id, 3 if failed else 0, tuple(summary_rows), cache_hits,
                      tuple(failed))

@@ -200,11 +200,12 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
             comparisons += compare(gscores, answer_metrics, resamples=m.bootstrap_resamples,
                                    confidence=m.confidence, seed=cfg.seed)
     decisions = filter_decisions(done)
-    result = write_results(done, run_dir, comparisons, decisions, t_start)
-    if cfg.capacity.config:
+    capacity = None
+    if cfg.capacity.config:  # before the report, which shows its answer
         from bench.pipeline.capacity import run_capacity
 
-        run_capacity(done, run_dir)
+        capacity = run_capacity(done, run_dir)
+    result = write_results(done, run_dir, comparisons, decisions, t_start, capacity)
     if isinstance(telemetry, RecordingTelemetry):  # the sampler thread (run.json has its records)
         telemetry.close()
     return result

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from bench.capacity.base import CapacityRun
 from bench.chunking.stage import ChunkReport
 from bench.metrics.stats import CompletionAccounting
 from bench.results.records import (
@@ -71,6 +72,8 @@ class RunReport:
     #: queries of the source left out for having no positive judgement, and why
     n_dropped_queries: int = 0
     dropped_reason: str = ""
+    #: the capacity run of one config (``capacity.config``), None without one
+    capacity: CapacityRun | None = None
 
 
 class Reporter(Protocol):

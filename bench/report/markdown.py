@@ -16,7 +16,7 @@ from bench.report.generation import generation_section, lost_in_middle_section
 from bench.report.pareto import pareto_front
 from bench.results.records import Comparison, SummaryRow
 from bench.results.write import atomic_write_bytes
-from bench.telemetry.base import StageTiming
+from bench.telemetry.base import ResourceSample, StageTiming
 
 #: p99 from fewer samples than this is flagged (METRICS.md)
 MIN_P99_SAMPLES = 100
@@ -63,6 +63,7 @@ class MarkdownReport:
             "",
         ]
         lines += self._overview(r)
+        lines += _capacity(r)
         lines += self._comparisons(r)
         lines += generation_section(r)
         lines += lost_in_middle_section(r)
@@ -76,9 +77,9 @@ class MarkdownReport:
         lines += [f"| {k} | {'hit' if v else 'miss'} |" for k, v in r.cache_hits.items()]
         lines += ["", "## Resources", "", "| stage | peak RSS (MiB) | peak VRAM (MiB) |",
                   "|---|---:|---:|"]
-        for s in r.resources:
-            vram = "-" if s.peak_vram_bytes is None else f"{s.peak_vram_bytes / 2**20:.0f}"
-            lines.append(f"| {s.stage} | {s.peak_rss_bytes / 2**20:.0f} | {vram} |")
+        for stage, rss, vram_bytes in _resources_by_stage(r.resources):
+            vram = "-" if vram_bytes is None else f"{vram_bytes / 2**20:.0f}"
+            lines.append(f"| {stage} | {rss / 2**20:.0f} | {vram} |")
         lines.append("")
         if r.failed_gates:
             lines += ["## Release gates: FAILED", ""] + [f"- {g}" for g in r.failed_gates]
@@ -109,7 +110,8 @@ class MarkdownReport:
                 f"| `{c.config_id}` | {c.label} | " + " | ".join(cells)
                 + f" | {_num(ops.qps, 0)} | {_num(ops.p95_ms, 2)} | {_num(ops.e2e_p95_ms, 2)} | "
                 f"{'-' if size is None else f'{size / 2**20:.1f}'} | "
-                f"{ops.unauthorized_hits} | {'★' if front.get(c.config_id) else ''} |")
+                f"{ops.unauthorized_hits if r.filters_enabled else 'not enforced'} | "
+                f"{'★' if front.get(c.config_id) else ''} |")
         lines += ["", f"Pareto (★): no other config has at least as high {self.primary[0]} "
                   "and at least as low end-to-end p95 latency, and is strictly better on one. "
                   "QPS and p95: the first-stage search (batch mode; single-query mode); e2e "
@@ -118,8 +120,7 @@ class MarkdownReport:
                   "and filters, reranking) — fused lanes add "
                   "their inputs' latencies. Unauthorized hits: retrieved documents the "
                   "query's caller may not see (checked independently of any filter)"
-                  + ("" if r.filters_enabled else
-                     " — no filter ran in this experiment, so entitlement was NOT enforced") + ".",
+                  + ("." if r.filters_enabled else _not_enforced(r)),
                   ""]
         return lines
 
@@ -453,6 +454,44 @@ def _ci(row: SummaryRow) -> str:
     return f"[{row.ci_low:.4f}, {row.ci_high:.4f}]"
 
 
+def _capacity(r: RunReport) -> list[str]:
+    """The sizing answer of a capacity run (its levels, plot and JSON: ``capacity/``)."""
+    cap = r.capacity
+    if cap is None:
+        return []
+    from bench.capacity.loadgen import capacity_lines
+
+    return ["## Capacity", "", f"Config `{cap.config_id}` ({cap.label}); a request is "
+            f"{cap.request}. Closed loop: each user waits for its answer before sending the "
+            "next. Plot and JSON: `capacity/`.", "",
+            *capacity_lines(cap.levels, cap.slo, cap.answer)]
+
+
+def _not_enforced(r: RunReport) -> str:
+    hits = sorted({c.ops.unauthorized_hits for c in r.configs if c.pruned_reason is None})
+    if not hits or hits == [0]:
+        return " — no filter ran in this experiment (none was needed: no config retrieved a "\
+               "document outside its caller's roles)."
+    counts = ", ".join(str(h) for h in hits)
+    return (" — no filter ran in this experiment, so entitlement was not enforced: the "
+            f"rankings hold {counts} documents restricted to roles other than the caller's "
+            "(configs.parquet `unauthorized_hits`). Run with `filters=entitlement` to enforce "
+            "it (and gate `unauthorized_hits` at max 0).")
+
+
+def _resources_by_stage(samples: Sequence[ResourceSample]
+                        ) -> list[tuple[str, int, int | None]]:
+    """One row per stage, in first-seen order: the highest peak RSS and VRAM of its
+    samples (a stage watched twice — the dataset load and its plan node — is one row)."""
+    rows: dict[str, tuple[int, int | None]] = {}
+    for s in samples:
+        rss, vram = rows.get(s.stage, (0, None))
+        v = s.peak_vram_bytes
+        rows[s.stage] = (max(rss, s.peak_rss_bytes),
+                         vram if v is None else v if vram is None else max(vram, v))
+    return [(stage, rss, vram) for stage, (rss, vram) in rows.items()]
+
+
 def _latency_rows(timings: Sequence[StageTiming]) -> list[str]:
     groups: dict[tuple[str, str], list[StageTiming]] = {}
     for t in timings:
@@ -462,11 +501,15 @@ def _latency_rows(timings: Sequence[StageTiming]) -> list[str]:
         ms = np.asarray([t.wall_ms for t in ts])
         items = sum(t.n_items for t in ts)
         rate = items / (ms.sum() / 1000.0) if ms.sum() > 0 else float("nan")
+        when = "cached run" if all(t.from_cache for t in ts) else "this run"
+        if len(ms) == 1:  # one whole-stage time: no distribution to take percentiles of
+            out.append(f"| {stage} | {kind} | 1 | {ms[0]:.2f} | - | - | {rate:.1f} | {when} |")
+            continue
         p50, p95, p99 = np.percentile(ms, [50, 95, 99])
         flag = "" if len(ms) >= MIN_P99_SAMPLES else " ⚠"
-        when = "cached run" if all(t.from_cache for t in ts) else "this run"
         out.append(f"| {stage} | {kind} | {len(ms)} | {p50:.2f} | {p95:.2f} | "
                    f"{p99:.2f}{flag} | {rate:.1f} | {when} |")
     out.append("")
-    out.append(f"⚠ p99 from fewer than {MIN_P99_SAMPLES} samples is not reliable.")
+    out.append(f"A stage timed once (a whole-stage total) shows its time under p50. ⚠ p99 "
+               f"from fewer than {MIN_P99_SAMPLES} samples is not reliable.")
     return out

@@ -126,6 +126,8 @@ def test_capacity_on_the_dense_chain(cache: Path, tmp_path: Path) -> None:
     assert (tmp_path / "capacity" / "capacity.png").stat().st_size > 0
     entry = json.loads((tmp_path / "run.json").read_text())["capacity"]
     assert entry["label"] == "dense" and "embed_queries" in entry["request"]
+    report = (tmp_path / "report.md").read_text()  # the answer is in the run's report too
+    assert "## Capacity" in report and cap["answer"]["text"] in report
 
 
 def test_capacity_names_an_unknown_config(cache: Path, tmp_path: Path) -> None:
