@@ -93,3 +93,15 @@ def expand(s: PlanState) -> PlanState:
                           sparse=s.node("lexical"), data=s.node("data")), dict(v.params))
              for v in f.variants()]
     return s.with_configs([*s.configs, *fused])
+
+
+def build(cfg: Any, device: str) -> dict[str, Any]:
+    """The fusion option; fusing needs the lexical lane (checked before any work)."""
+    from bench.config.build import build as build_option
+    from bench.config.build import target_of
+    from bench.errors import ConfigError
+
+    fusion = build_option(cfg.fusion, "fusion")
+    if fusion is not None and target_of(cfg.lexical, "lexical") is None:
+        raise ConfigError("fusion", "fusing needs a lexical lane: set lexical=bm25")
+    return {"fusion": fusion}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig
 
@@ -27,56 +28,100 @@ from bench.report.base import Reporter
 from bench.rerank.base import Reranker
 from bench.retrieval.base import Retriever
 
-#: groups whose stages this pipeline does not run yet; they must be `none`
-DISABLED_ONLY: tuple[str, ...] = ()
-
 
 @dataclass(frozen=True)
 class Components:
-    source: DatasetSource
-    chunker: Chunker
-    embedder: Embedder
-    index: VectorIndex
-    retriever: Retriever
-    lexical: LexicalIndex | None
-    fusion: Fusion | None
-    filters: ResultFilter | HardVsSoft | None
-    reranker: Reranker | None
-    budget: Budget | None
-    reporter: Reporter | None
-    #: generation variants (all None for a retrieval-only run)
-    generator: Generator | None = None
-    context: ContextBuilder | ContextSweep | None = None
-    answers: AnswerChecks | None = None
-    judge: Judge | None = None
+    """Every stage's built components by config group (``None``: the group is disabled),
+    built from the stage list. Typed accessors name the core stages; a stage added later
+    reads its own with ``get(group)``."""
+
+    parts: Mapping[str, Any]
+
+    def get(self, group: str) -> Any:
+        if group not in self.parts:
+            raise KeyError(f"no config group {group!r}; groups: {', '.join(self.parts)}")
+        return self.parts[group]
+
+    @property
+    def source(self) -> DatasetSource:
+        return cast(DatasetSource, self.parts["dataset"])
+
+    @property
+    def chunker(self) -> Chunker:
+        return cast(Chunker, self.parts["chunker"])
+
+    @property
+    def embedder(self) -> Embedder:
+        return cast(Embedder, self.parts["embedder"])
+
+    @property
+    def index(self) -> VectorIndex:
+        return cast(VectorIndex, self.parts["index"])
+
+    @property
+    def retriever(self) -> Retriever:
+        return cast(Retriever, self.parts["retriever"])
+
+    @property
+    def lexical(self) -> LexicalIndex | None:
+        return cast("LexicalIndex | None", self.parts.get("lexical"))
+
+    @property
+    def fusion(self) -> Fusion | None:
+        return cast("Fusion | None", self.parts.get("fusion"))
+
+    @property
+    def filters(self) -> ResultFilter | HardVsSoft | None:
+        return cast("ResultFilter | HardVsSoft | None", self.parts.get("filters"))
+
+    @property
+    def reranker(self) -> Reranker | None:
+        return cast("Reranker | None", self.parts.get("reranker"))
+
+    @property
+    def budget(self) -> Budget | None:
+        return cast("Budget | None", self.parts.get("budget"))
+
+    @property
+    def reporter(self) -> Reporter | None:
+        return cast("Reporter | None", self.parts.get("report"))
+
+    @property
+    def generator(self) -> Generator | None:
+        return cast("Generator | None", self.parts.get("generator"))
+
+    @property
+    def context(self) -> ContextBuilder | ContextSweep | None:
+        return cast("ContextBuilder | ContextSweep | None", self.parts.get("context"))
+
+    @property
+    def answers(self) -> AnswerChecks | None:
+        return cast("AnswerChecks | None", self.parts.get("answers"))
+
+    @property
+    def judge(self) -> Judge | None:
+        return cast("Judge | None", self.parts.get("judge"))
 
 
 def build_components(cfg: DictConfig, device: str) -> Components:
-    for group in DISABLED_ONLY:
-        if build(cfg[group], group) is not None:
-            raise ConfigError(group, "this stage is not part of the pipeline yet; use `none`")
-    required: dict[str, Any] = {
-        "dataset": build(cfg.dataset, "dataset"),
-        "chunker": build(cfg.chunker, "chunker"),
-        "embedder": build(cfg.embedder, "embedder", device=device),
-        "index": build(cfg.index, "index", device=device),
-        "retriever": build(cfg.retriever, "retriever"),
-    }
-    for group, obj in required.items():
-        if obj is None:
-            raise ConfigError(group, "this stage is required; `_target_` must not be null")
-    fusion = build(cfg.fusion, "fusion")
-    lexical = build(cfg.lexical, "lexical")
-    if fusion is not None and lexical is None:
-        raise ConfigError("fusion", "fusing needs a lexical lane: set lexical=bm25")
+    """Each stage of the stage list builds its groups' components (before any work)."""
+    from bench.pipeline.stages import STAGES
+
+    parts: dict[str, Any] = {}
+    for stage in STAGES:
+        parts.update(stage.build(cfg, device))
+    return Components(parts)
+
+
+def build_nothing(cfg: DictConfig, device: str) -> dict[str, Any]:
+    """A service group the run builds itself (telemetry: before the dataset loads)."""
+    return {}
+
+
+def build_answers(cfg: DictConfig, device: str) -> dict[str, Any]:
+    """The generation stage's groups: generator, context builder, answer checks, judge."""
     generator, context, answers, judge = build_generation(cfg)
-    return Components(
-        required["dataset"], required["chunker"], required["embedder"], required["index"],
-        required["retriever"], lexical, fusion, build(cfg.filters, "filters"),
-        build(cfg.reranker, "reranker", device=device),
-        build(cfg.budget, "budget"), build(cfg.report, "report"),
-        generator, context, answers, judge,
-    )
+    return {"generator": generator, "context": context, "answers": answers, "judge": judge}
 
 
 def build_generation(cfg: DictConfig) -> tuple[Generator | None,

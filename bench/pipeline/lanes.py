@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from bench.pipeline.node import Node
 
 if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
     from bench.data.base import Dataset
     from bench.generation.stage import GenerationSettings
     from bench.pipeline.components import Components
@@ -132,10 +134,38 @@ class Stage:
     groups: tuple[str, ...]
     expander: str | None = None
     config_metrics: tuple[str, ...] = ()
+    #: ``"module:function"`` building its components, ``(cfg, device) -> {group: component}``;
+    #: None: each group's option built from its ``_target_`` (``bench.config.build``)
+    builder: str | None = None
+    #: its components take the run's resolved ``device`` (embedders, indexes, rerankers)
+    takes_device: bool = False
+    #: its groups may not be disabled (``_target_: null``)
+    required: bool = False
 
     def expand(self, state: PlanState) -> PlanState:
         if self.expander is None:
             return state
-        module, _, fn = self.expander.partition(":")
-        expand: Callable[[PlanState], PlanState] = getattr(importlib.import_module(module), fn)
+        expand: Callable[[PlanState], PlanState] = _named(self.expander)
         return expand(state)
+
+    def build(self, cfg: DictConfig, device: str) -> dict[str, Any]:
+        """This stage's components by group (None where a group is disabled)."""
+        if self.builder is not None:
+            built: Callable[[DictConfig, str], dict[str, Any]] = _named(self.builder)
+            return built(cfg, device)
+        from bench.config.build import build
+        from bench.errors import ConfigError
+
+        out: dict[str, Any] = {}
+        for g in self.groups:
+            out[g] = (build(cfg[g], g, device=device) if self.takes_device
+                      else build(cfg[g], g))
+            if out[g] is None and self.required:
+                raise ConfigError(g, "this stage is required; `_target_` must not be null")
+        return out
+
+
+def _named(path: str) -> Any:
+    """The function a ``"module:function"`` string names (imported on first use)."""
+    module, _, fn = path.partition(":")
+    return getattr(importlib.import_module(module), fn)
