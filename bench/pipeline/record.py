@@ -193,7 +193,10 @@ def end_to_end_ms(timings: tuple[StageTiming, ...], stages: tuple[str, ...]) -> 
         if t.stage not in stages:
             continue
         if t.sample_kind == "query" and t.query_id is not None:
-            per_stage.setdefault(t.stage, {})[t.query_id] = t.wall_ms
+            # a chain may run a stage twice for one query (a second search after a query
+            # rewrite): its samples add up
+            mine = per_stage.setdefault(t.stage, {})
+            mine[t.query_id] = mine.get(t.query_id, 0.0) + t.wall_ms
         elif t.sample_kind == "total" and t.n_items:
             shared_ms += t.wall_ms / t.n_items
     if not per_stage:

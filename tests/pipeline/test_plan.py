@@ -79,6 +79,9 @@ def test_end_to_end_is_the_sum_along_the_chain_per_query() -> None:
          StageTiming("fusion", "total", 2, 4.0),  # measured as a whole: an even share each
          StageTiming("retrieve", "query", 1, 3.0, query_id="q3"))  # q3 was not encoded alone
     assert end_to_end_ms(t, ("embed_query", "retrieve", "fold", "fusion")) == [13.0, 24.0]
+    # a stage a chain runs twice for one query (a search after a query rewrite) adds up
+    twice = (*t, StageTiming("retrieve", "query", 1, 5.0, query_id="q1"))
+    assert end_to_end_ms(twice, ("embed_query", "retrieve", "fold", "fusion")) == [18.0, 24.0]
 
 
 def test_plan_only_on_a_multirun_prints_one_plan_across_its_jobs(tmp_path: Path) -> None:
