@@ -25,6 +25,7 @@ STAGES: tuple[Stage, ...] = (
           takes_device=True, required=True),
     Stage("retrieval", ("retriever",), "bench.retrieval.stage:expand",
           ("p50_ms", "p95_ms", "p99_ms", "qps"), required=True),
+    Stage("rewrite", ("rewriter",), "bench.rewrite.stage:expand"),
     Stage("lexical", ("lexical",), "bench.lexical.stage:expand"),
     Stage("fusion", ("fusion",), "bench.fusion.stage:expand",
           builder="bench.fusion.stage:build"),

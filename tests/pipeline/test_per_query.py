@@ -26,9 +26,10 @@ from bench.telemetry.basic import BasicTelemetry
 
 #: queries checked per config (every config of the plan is checked)
 N_QUERIES = 8
-OVERRIDES = ["dataset=synthetic", "lexical=bm25", "fusion=rrf", "filters=hard_vs_soft",
-             "reranker=bi_encoder_l3", "reranker.depths=[4,8]", "index=hnsw",
-             "index.query_params=[{ef_search: 16}]", "metrics.bootstrap_resamples=200"]
+OVERRIDES = ["dataset=synthetic", "rewriter=rocchio", "lexical=bm25", "fusion=rrf",
+             "filters=hard_vs_soft", "reranker=bi_encoder_l3", "reranker.depths=[4,8]",
+             "index=hnsw", "index.query_params=[{ef_search: 16}]",
+             "metrics.bootstrap_resamples=200"]
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +101,12 @@ def test_every_query_time_op_agrees_with_its_batch_rows(batch: dict[str, Any]) -
                     if isinstance(vals[n.key], Pool):
                         _same_pool(vals[n.key], ex.value(n), q, f"{n.label} query {q}")
                         checked.add(n.stage)
-    assert {"retrieve", "lexical", "fusion", "filters", "rerank_cut"} <= checked
+                    elif isinstance(vals[n.key], Embeddings):  # a rewritten query
+                        np.testing.assert_allclose(
+                            np.asarray(vals[n.key].vectors)[0],
+                            np.asarray(ex.value(n).vectors)[q], rtol=1e-6, atol=1e-7)
+                        checked.add(n.stage)
+    assert {"rewrite", "retrieve", "lexical", "fusion", "filters", "rerank_cut"} <= checked
 
 
 def test_the_query_encoder_agrees_with_the_batch_pass(batch: dict[str, Any]) -> None:
@@ -129,4 +135,4 @@ def test_the_chain_times_every_latency_stage_of_its_ops(batch: dict[str, Any]) -
     assert {"embed_query", "retrieve", "lexical", "fold", "fusion", "filters", "rerank",
             "rerank_cut"} == emitted
     assert isinstance(pool, Pool) and pool.hits.n_queries == 1
-    assert set(the_plan.query_time_stages()) == emitted
+    assert set(the_plan.query_time_stages()) == emitted | {"rewrite"}  # the rocchio lanes

@@ -1,0 +1,1 @@
+"""The `rewrite` stage: the query is rewritten before retrieval (see ``base``)."""
