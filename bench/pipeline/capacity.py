@@ -30,7 +30,7 @@ BEST = "best_under_budget"
 def choose_config(done: Executed, wanted: str) -> int:
     """Index in ``done.configs`` of the config to drive."""
     if wanted == BEST:
-        metric = str(done.cfg.metrics.names[0])
+        metric = done.settings.primary_metric
         best, best_v = None, float("-inf")
         for i, (c, s) in enumerate(zip(done.configs, done.scores, strict=True)):
             if c.pool is None:
@@ -54,7 +54,7 @@ def choose_config(done: Executed, wanted: str) -> int:
 
 
 def run_capacity(done: Executed, run_dir: Path) -> CapacityRun:
-    cap = done.cfg.capacity
+    cap = done.settings.capacity
     i = choose_config(done, str(cap.config))
     spec = done.configs[i].spec
     chain = QueryChain(spec.chain, done.executor, done.dataset, done.device)

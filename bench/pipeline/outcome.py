@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from omegaconf import DictConfig
 
 from bench.data.base import Dataset
 from bench.filters.base import FilterOutcome
@@ -22,6 +21,7 @@ from bench.pipeline.executor import Executor, Resolved
 from bench.pipeline.plan import ConfigSpec, Plan
 from bench.pipeline.probe import ProbeOutcome
 from bench.pipeline.scoring import ConfigScores
+from bench.pipeline.settings import RunSettings
 from bench.results.records import GenerationSummary, GoldProbeSummary, SummaryRow
 from bench.retrieval.base import Pool
 from bench.telemetry.base import StageTiming, Telemetry
@@ -64,7 +64,7 @@ class Executed:
     """Everything a run computed, handed to the writers (bench.pipeline.record)."""
 
     run_id: str
-    cfg: DictConfig
+    settings: RunSettings
     device: str
     dataset: Dataset
     plan: Plan

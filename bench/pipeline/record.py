@@ -6,16 +6,17 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from bench.budget.chain import ChainBudget
 from bench.capacity.base import CapacityRun
 from bench.chunking.stage import ChunkReport
+from bench.config.schema import GateConfig
 from bench.config.toplevel import CONFIG_GATE_METRICS, check_gates_matched
 from bench.data.base import Dataset
 from bench.embedding.stage import Embeddings
@@ -57,14 +58,14 @@ log = logging.getLogger("bench")
 #: config kinds whose chain searches the run's vector index (its build time and size apply)
 _INDEXED = (ConfigKind.DENSE, ConfigKind.RERANKED)
 
-def check_gates(cfg: DictConfig, rows: list[SummaryRow], pruned: set[str],
+def check_gates(gates: Sequence[GateConfig], rows: list[SummaryRow], pruned: set[str],
                 config_rows: list[ConfigRow] | None = None) -> list[str]:
     """Failed gates over the configs that ran (a pruned config is reported as pruned, not
     gated), each saying by how much. Quality gates read summary rows (per scope); budget
     gates (``CONFIG_GATE_METRICS``: e2e_p95_ms, unauthorized_hits, cost_per_query, ...) read
     each config's configs.parquet row."""
-    quality = [g for g in cfg.gates if g.metric not in CONFIG_GATE_METRICS]
-    check_gates_matched(cfg.gates, [(r.metric, r.scope) for r in rows])
+    quality = [g for g in gates if g.metric not in CONFIG_GATE_METRICS]
+    check_gates_matched(gates, [(r.metric, r.scope) for r in rows])
     failed = []
     for gate in quality:
         for r in rows:
@@ -76,7 +77,7 @@ def check_gates(cfg: DictConfig, rows: list[SummaryRow], pruned: set[str],
             lo = r.ci_low if gate.use_ci_bound else r.mean
             hi = r.ci_high if gate.use_ci_bound else r.mean
             failed += _bound_failures(f"{r.config_id} {gate.metric}[{gate.scope}]", gate, lo, hi)
-    for gate in cfg.gates:
+    for gate in gates:
         if gate.metric not in CONFIG_GATE_METRICS:
             continue
         for c in config_rows or []:
@@ -275,13 +276,13 @@ def completion(s: ConfigScores, metric: str) -> CompletionAccounting:
 def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                   decisions: list[FilterDecisionRecord], t_start: float,
                   capacity: CapacityRun | None = None) -> RunResult:
-    cfg, run_id, dataset = done.cfg, done.run_id, done.dataset
+    settings, run_id, dataset = done.settings, done.run_id, done.dataset
     summary_rows = [r for s in done.scores for r in s.summary]
     per_query: list[PerQueryRow] = []
     timing_rows: list[tuple[str, StageTiming]] = []
     config_rows: list[ConfigRow] = []
     reports: list[ConfigReport] = []
-    primary = str(cfg.metrics.names[0])
+    primary = settings.primary_metric
     for c, s in zip(done.configs, done.scores, strict=True):
         per_query += per_query_rows(s)
         timing_rows += [(c.spec.config_id, t) for t in c.timings]
@@ -296,7 +297,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         reports.append(ConfigReport(c.spec.config_id, c.spec.label, dict(c.spec.params),
                                     completion(s, primary), s.summary, c.timings,
                                     c.pruned_reason, row))
-    failed = check_gates(cfg, summary_rows,
+    failed = check_gates(settings.gates, summary_rows,
                          {c.spec.config_id for c in done.configs if c.pool is None}, config_rows)
     for f in failed:
         log.error("gate failed: %s", f)
@@ -322,13 +323,13 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     if stats.n_truncated:
         log.warning("%d of %d passages are longer than the embedder's maximum length and were "
                     "truncated: text past it is not embedded (chunker %s)", stats.n_truncated,
-                    stats.n_texts, _target_name(cfg.chunker))
+                    stats.n_texts, settings.chunker)
     mteb_files = write_mteb_files(run_dir, dataset, summary_rows, reports, wall_s)
     write_json(run_dir / "run.json", {
         "schema_version": schema.SCHEMA_VERSION,
         "run_id": run_id,
-        "experiment": cfg.experiment_name,
-        "config": OmegaConf.to_container(cfg, resolve=True),
+        "experiment": settings.experiment,
+        "config": dict(settings.resolved),
         "git_sha": git_sha(Path(__file__).resolve().parent),
         "packages": package_versions(),
         "device": done.device,
@@ -336,7 +337,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                     "documents": len(dataset.documents), "queries": len(dataset.queries),
                     "chunks": n_chunks, "dropped_queries": dataset.n_dropped_queries,
                     "dropped_reason": dataset.dropped_reason},
-        "seeds": {"seed": cfg.seed, "bootstrap": cfg.seed},
+        "seeds": {"seed": settings.seed, "bootstrap": settings.seed},
         "plan": done.plan.to_json(ex.is_cached),
         "cache": {"dir": str(ex.store.root), "hits": cache_hits,
                   "events": [e.__dict__ for e in ex.store.events]},
@@ -364,7 +365,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     })
     if done.comps.reporter is not None:
         done.comps.reporter.write(RunReport(
-            run_id=run_id, run_dir=run_dir, experiment=str(cfg.experiment_name),
+            run_id=run_id, run_dir=run_dir, experiment=settings.experiment,
             device=done.device, dataset_name=dataset.name,
             dataset_fingerprint=dataset.fingerprint, n_documents=len(dataset.documents),
             n_queries=len(dataset.queries), n_without_relevant=len(dataset.queries) - n_expected,
@@ -380,12 +381,6 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     log.info("run %s finished in %.1fs: %s", run_id, wall_s, run_dir)
     return RunResult(run_dir, run_id, 3 if failed else 0, tuple(summary_rows), cache_hits,
                      tuple(failed))
-
-
-def _target_name(group: Any) -> str:
-    """A stage option's class name (``WholeDocumentChunker``) for log lines."""
-    target = str(group.get("_target_", "?")) if group is not None else "?"
-    return target.rsplit(".", 1)[-1]
 
 
 def write_mteb_files(run_dir: Path, dataset: Dataset, rows: list[SummaryRow],
@@ -420,7 +415,7 @@ def generation_json(done: Executed) -> dict[str, object] | None:
     latency, abstention and judge schema-validity figures (None for a retrieval-only run)."""
     if not done.generation:
         return None
-    g = done.cfg.generation
+    g = done.settings.generation
     first = next(c for c in done.plan.configs if c.kind is ConfigKind.GENERATED)
     assert first.answers is not None
     ctx = first.answers.input("contexts").op

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +55,14 @@ from bench.pipeline.probe import ProbeOutcome, probe_configs
 from bench.pipeline.record import write_plan, write_results
 from bench.pipeline.scoring import (
     ConfigScores,
-    SummarySettings,
     compare,
     expected_queries,
     score_hits,
     unscored,
 )
+from bench.pipeline.settings import RunSettings, run_settings
 from bench.results.records import (
+    Comparison,
     FilterDecisionRecord,
     GenerationSummary,
     GoldProbeSummary,
@@ -77,9 +78,52 @@ ANN_RECALL_K = (10, 100)
 
 
 def run(cfg: DictConfig, run_dir: Path) -> RunResult:
+    """The whole pipeline: prepare (validate, build, load, plan) -> execute -> score ->
+    compare -> write. Only ``prepare`` reads the ``DictConfig``; the steps after it read
+    typed settings (``bench.pipeline.settings``)."""
     t_start = time.perf_counter()
     run_dir.mkdir(parents=True, exist_ok=True)
+    p = prepare(cfg)
+    if p.settings.plan_only:
+        text = write_plan(p.plan, p.executor, run_dir)
+        return RunResult(run_dir, p.run_id, 0, (), plan_text=text)
+    log.info("plan: %d configs over %d nodes", len(p.plan.configs), len(p.plan.nodes()))
+    configs, probe, memo = execute(p)
+    done = score(p, configs, probe, memo)
+    comparisons = compare_configs(done)
+    decisions = filter_decisions(done)
+    capacity = None
+    if p.settings.capacity.config:  # before the report, which shows its answer
+        from bench.pipeline.capacity import run_capacity
+
+        capacity = run_capacity(done, run_dir)
+    result = write_results(done, run_dir, comparisons, decisions, t_start, capacity)
+    if isinstance(p.telemetry, RecordingTelemetry):  # the sampler thread (run.json has it)
+        p.telemetry.close()
+    return result
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A validated run before any work: settings, components, the dataset and the plan."""
+
+    settings: RunSettings
+    run_id: str
+    device: str
+    comps: Components
+    telemetry: Telemetry
+    dataset: Dataset
+    data_timing: StageTiming
+    generation: GenerationSettings | None
+    plan: Plan
+    executor: Executor
+
+
+def prepare(cfg: DictConfig) -> Prepared:
+    """Validate the config, build the components, load the dataset and plan the run; every
+    config error is raised here, before any stage computes anything."""
     validate_top_level(cfg)
+    settings = run_settings(cfg)
     device = resolve_device(cfg.device)
     comps = build_components(cfg, device)
     telemetry: Telemetry = build(cfg.telemetry, "telemetry") or BasicTelemetry()
@@ -95,34 +139,36 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
              "data", dataset.name, len(dataset.documents), len(dataset.queries),
              data_ms / 1000, dataset.fingerprint[:12])
     data_timing = StageTiming("data", "total", len(dataset.documents), data_ms, "cpu")
-    check_gate_categories(cfg.gates, {q.category for q in dataset.queries})
-
-    m = cfg.metrics
-    gen_settings = generation_settings(cfg, comps, dataset)
-    the_plan = plan(comps, dataset, device=device, relevance_level=m.relevance_level,
-                    generation=gen_settings)
-    executor = Executor(store, telemetry, device)
+    check_gate_categories(settings.gates, {q.category for q in dataset.queries})
+    gen = generation_settings(settings, comps, dataset)
+    the_plan = plan(comps, dataset, device=device,
+                    relevance_level=settings.metrics.relevance_level, generation=gen)
     check_budget_stages(comps, the_plan)
-    if cfg.plan_only:
-        text = write_plan(the_plan, executor, run_dir)
-        return RunResult(run_dir, run_id, 0, (), plan_text=text)
-    log.info("plan: %d configs over %d nodes", len(the_plan.configs), len(the_plan.nodes()))
+    return Prepared(settings, run_id, device, comps, telemetry, dataset, data_timing, gen,
+                    the_plan, Executor(store, telemetry, device))
 
+
+def execute(p: Prepared) -> tuple[list[ConfigRun], ProbeOutcome, dict[str, MemoCounts]]:
+    """Probe the budget, then resolve every kept config's chain (each node once); what the
+    prompt memo answered per generated config. A managed server or a GPU engine is released
+    even when a stage fails."""
+    comps, the_plan, executor = p.comps, p.plan, p.executor
     executor.resolved(the_plan.chunk_stats)
-    probe = probe_budget(comps, the_plan, executor, dataset, device, telemetry)
+    probe = probe_configs(comps, the_plan, executor, p.dataset, p.device, p.telemetry)
     memo = memo_generators(comps)
     memo_by_config: dict[str, MemoCounts] = {}
     try:
         configs = []
         for spec in the_plan.configs:
             before = [g.counts.snapshot() for g in memo]
-            configs.append(execute_config(spec, the_plan, executor, probe.pruned, data_timing))
+            configs.append(execute_config(spec, the_plan, executor, probe.pruned,
+                                          p.data_timing))
             if memo and spec.kind is ConfigKind.GENERATED:
                 memo_by_config[spec.config_id] = sum_counts(
                     [g.counts.since(b) for g, b in zip(memo, before, strict=True)])
         for g in memo:
             g.log_summary("this run")
-    finally:  # a managed server or a GPU engine is released even when a stage fails
+    finally:
         if comps.generator is not None:
             comps.generator.close()
         judge_gen = None if comps.judge is None else judge_generator(comps.judge)
@@ -130,11 +176,16 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
             judge_gen.close()
     if all(c.pool is None for c in configs):
         log.warning("every config was pruned by the budget")
+    return configs, probe, memo_by_config
 
+
+def score(p: Prepared, configs: list[ConfigRun], probe: ProbeOutcome,
+          memo: dict[str, MemoCounts]) -> Executed:
+    """Every config's per-query values against the gold its callers may see (a pruned
+    config: every query ``pruned``), answer and judge metrics for generated configs."""
+    m, dataset, settings = p.settings.metrics, p.dataset, p.settings.summary
     gold = eligible_gold(dataset)
     qrels = Qrels.from_mapping(gold)
-    settings = SummarySettings(dict(m.category_weights), m.bootstrap_resamples, m.confidence,
-                               cfg.seed)
     exp_ids, exp_cats = expected_queries(dataset, gold, m.relevance_level)
     scores: list[ConfigScores] = []
     gen_summaries: dict[str, GenerationSummary] = {}
@@ -144,18 +195,18 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
             scores.append(unscored(c.spec.config_id, "pruned", exp_ids, exp_cats,
                                    list(m.names), settings))
             continue
-        with telemetry.watch("metrics"):
+        with p.telemetry.watch("metrics"):
             t0 = time.perf_counter()
             s = score_hits(c.spec.config_id, c.pool.hits, c.extra, dataset, qrels,
                            list(m.names), relevance_level=m.relevance_level, settings=settings)
             if c.spec.kind is ConfigKind.GENERATED:
-                got = answered(c.spec, executor)
-                rows, abstention = answer_values(comps, dataset, got)
+                got = answered(c.spec, p.executor)
+                rows, abstention = answer_values(p.comps, dataset, got)
                 s = merge_answer_scores(s, dataset, rows, got.generations, settings)
                 gen_summaries[c.spec.config_id] = generation_summary(
-                    c.spec, comps, got, abstention, memo_by_config.get(c.spec.config_id))
-                gp = gold_probe_summary(c.spec, executor,
-                                        None if gen_settings is None else gen_settings.scope)
+                    c.spec, p.comps, got, abstention, memo.get(c.spec.config_id))
+                gp = gold_probe_summary(c.spec, p.executor,
+                                        None if p.generation is None else p.generation.scope)
                 if gp is not None:
                     gold_probes[c.spec.config_id] = gp
             ms = (time.perf_counter() - t0) * 1000.0
@@ -164,18 +215,27 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
         scores.append(s)
         configs[i] = replace(c, timings=(
             *c.timings, StageTiming("metrics", "total", len(s.query_ids), ms, "cpu")))
-    done = Executed(run_id, cfg, device, dataset, the_plan, executor, tuple(configs),
-                    tuple(scores), data_timing, telemetry, comps, gen_summaries, probe,
-                    gold_probes)
-    # generated configs repeat their pool's retrieval values: they are compared with each
-    # other on answer metrics only (below), never counted again in the retrieval comparisons
+    return Executed(p.run_id, p.settings, p.device, dataset, p.plan, p.executor,
+                    tuple(configs), tuple(scores), p.data_timing, p.telemetry, p.comps,
+                    gen_summaries, probe, gold_probes)
+
+
+def compare_configs(done: Executed) -> list[Comparison]:
+    """Each retrieval config paired per query with the first (and a reranked config with its
+    own pool); generated configs with each other on answer metrics only (they repeat their
+    pool's retrieval values); gold-position probes with their own first position."""
+    m, seed = done.settings.metrics, done.settings.seed
+    configs, scores = done.configs, done.scores
+
+    def paired(group: list[ConfigScores], metrics: list[str]) -> list[Comparison]:
+        return compare(group, metrics, resamples=m.bootstrap_resamples,
+                       confidence=m.confidence, seed=seed)
+
     kept = [s for c, s in zip(configs, scores, strict=True)
             if c.pool is not None and c.spec.kind is not ConfigKind.GENERATED]
     extra_metrics = [k for k in (kept[0].values if kept else {}) if k not in m.names]
     names = [*m.names, *extra_metrics]
-    comparisons = compare(kept, names, resamples=m.bootstrap_resamples,
-                          confidence=m.confidence, seed=cfg.seed)
-    # a reranked config is also paired with its own pool when that is not the baseline
+    comparisons = paired(kept, names)
     by_id = {s.config_id: s for s in kept}
     children: dict[str, list[ConfigScores]] = {}
     for c in configs:
@@ -184,31 +244,17 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
                 and parent in by_id and c.spec.kind is not ConfigKind.GENERATED):
             children.setdefault(parent, []).append(by_id[c.spec.config_id])
     for parent, kids in children.items():
-        comparisons += compare([by_id[parent], *kids], names, resamples=m.bootstrap_resamples,
-                               confidence=m.confidence, seed=cfg.seed)
+        comparisons += paired([by_id[parent], *kids], names)
     generated = [s for c, s in zip(configs, scores, strict=True)
                  if c.pool is not None and c.spec.kind is ConfigKind.GENERATED]
     answer_metrics = [k for k in (generated[0].values if generated else {}) if k not in names]
     by_gen = {s.config_id: s for s in generated}
-    comparisons += compare(generated, answer_metrics, resamples=m.bootstrap_resamples,
-                           confidence=m.confidence, seed=cfg.seed)
-    # the positions of a gold-position probe are also paired with their own first position
-    # when that is not the baseline above (several pools probed in one run)
-    for group in probe_groups(configs, gold_probes).values():
+    comparisons += paired(generated, answer_metrics)
+    for group in probe_groups(list(configs), done.gold_probes).values():
         gscores = [by_gen[cid] for cid in group if cid in by_gen]
         if len(gscores) > 1 and generated and gscores[0].config_id != generated[0].config_id:
-            comparisons += compare(gscores, answer_metrics, resamples=m.bootstrap_resamples,
-                                   confidence=m.confidence, seed=cfg.seed)
-    decisions = filter_decisions(done)
-    capacity = None
-    if cfg.capacity.config:  # before the report, which shows its answer
-        from bench.pipeline.capacity import run_capacity
-
-        capacity = run_capacity(done, run_dir)
-    result = write_results(done, run_dir, comparisons, decisions, t_start, capacity)
-    if isinstance(telemetry, RecordingTelemetry):  # the sampler thread (run.json has its records)
-        telemetry.close()
-    return result
+            comparisons += paired(gscores, answer_metrics)
+    return comparisons
 
 
 def check_budget_stages(comps: Components, the_plan: Plan) -> None:
@@ -251,7 +297,7 @@ def memo_generators(comps: Components) -> list[MemoGenerator]:
     return out
 
 
-def generation_settings(cfg: DictConfig, comps: Components, dataset: Dataset
+def generation_settings(settings: RunSettings, comps: Components, dataset: Dataset
                         ) -> GenerationSettings | None:
     """What the plan needs to add answers to each pool config (None: no generator).
 
@@ -259,8 +305,8 @@ def generation_settings(cfg: DictConfig, comps: Components, dataset: Dataset
     a context for; the others are counted per reason (``GenerationSettings.scope``)."""
     if comps.generator is None or comps.context is None:
         return None
-    g = cfg.generation
-    level = cfg.metrics.relevance_level
+    g = settings.generation
+    level = settings.metrics.relevance_level
     judged = [v.builder for v in context_variants(comps.context)
               if isinstance(v.builder, JudgedContextBuilder)]
     scope = judged_scope(judged[0], dataset, level) if judged else None
@@ -316,27 +362,20 @@ def ann_recall(chunk_res: SearchResult, exact: SearchResult, docs: Embeddings,
     return out
 
 
-def probe_budget(comps: Components, the_plan: Plan, executor: Executor, dataset: Dataset,
-                 device: str, telemetry: Telemetry) -> ProbeOutcome:
-    """Probe every config's whole chain on a seeded query sample before running it; a node
-    the budget rejects (with confidence) prunes every config below it
-    (``bench.pipeline.probe``). ``.pruned`` maps node key -> reason."""
-    return probe_configs(comps, the_plan, executor, dataset, device, telemetry)
-
-
 def filter_decisions(done: Executed) -> list[FilterDecisionRecord]:
     """The pre-registered hard-vs-soft rule for every lane run both ways."""
     f = done.comps.filters
     if not isinstance(f, HardVsSoft):
         return []
-    cfg = done.cfg
+    settings = done.settings
     by_pair: dict[str, dict[str, tuple[ConfigRun, ConfigScores]]] = {}
     for c, s in zip(done.configs, done.scores, strict=True):
         if (c.spec.filter_pair is not None and c.pool is not None
                 and c.spec.kind not in (ConfigKind.RERANKED, ConfigKind.GENERATED)):
             lane, mode = c.spec.filter_pair
             by_pair.setdefault(lane, {})[mode] = (c, s)
-    quality = f.hard.predicate_quality(done.dataset, relevance_level=cfg.metrics.relevance_level)
+    quality = f.hard.predicate_quality(done.dataset,
+                                       relevance_level=settings.metrics.relevance_level)
     log.info("filters predicate precision %s recall %s (%d extracted, %d labelled)",
              quality.precision, quality.recall, quality.n_extracted, quality.n_labelled)
     out: list[FilterDecisionRecord] = []
@@ -356,8 +395,8 @@ def filter_decisions(done: Executed) -> list[FilterDecisionRecord]:
             continue
         d = f.hard.decide(hard.values[pm], soft.values[pm], exclusion_rate=rate,
                           recall_hard=float(np.mean(hard.values[rm])),
-                          recall_soft=float(np.mean(soft.values[rm])), seed=cfg.seed,
-                          resamples=cfg.metrics.bootstrap_resamples)
+                          recall_soft=float(np.mean(soft.values[rm])), seed=settings.seed,
+                          resamples=settings.metrics.bootstrap_resamples)
         fields: dict[str, Any] = dict(d.__dict__)
         for k in ("gain_ok", "exclusion_ok", "recall_ok"):
             fields.pop(k)

@@ -16,6 +16,7 @@ import pytest
 from bench.pipeline.components import build_components
 from bench.pipeline.plan import EXACT_REFERENCE_LABEL, Plan, plan
 from bench.pipeline.run import generation_settings, run
+from bench.pipeline.settings import run_settings
 
 ECHO = "generator._target_=test_generation_plan.EchoGenerator"
 
@@ -31,7 +32,7 @@ def _plan(compose_cfg, overrides: list[str]) -> Plan:  # type: ignore[no-untyped
     comps = build_components(cfg, "cpu")
     dataset = comps.source.load()
     return plan(comps, dataset, device="cpu", relevance_level=1,
-                generation=generation_settings(cfg, comps, dataset))
+                generation=generation_settings(run_settings(cfg), comps, dataset))
 
 
 def _ids(p: Plan) -> dict[str, str]:

@@ -62,11 +62,12 @@ def _plan(compose_cfg, *extra: str):  # type: ignore[no-untyped-def]
     from bench.pipeline.components import build_components
     from bench.pipeline.plan import plan
     from bench.pipeline.run import generation_settings
+    from bench.pipeline.settings import run_settings
 
     cfg = compose_cfg(_overrides(Path("/nonexistent"), *extra))
     comps = build_components(cfg, "cpu")
     ds = comps.source.load()
-    g = generation_settings(cfg, comps, ds)
+    g = generation_settings(run_settings(cfg), comps, ds)
     return plan(comps, ds, device="cpu", relevance_level=1, generation=g), g
 
 

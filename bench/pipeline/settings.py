@@ -1,0 +1,60 @@
+"""The typed settings a run reads from its config, taken once from the ``DictConfig``.
+
+``run(cfg)`` validates the config and builds the components from it; everything after
+that — execution, scoring, comparisons, the writers, the capacity driver — reads these
+frozen records instead of the ``DictConfig`` (``bench.config.schema`` declares their fields
+and defaults).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from omegaconf import DictConfig, OmegaConf
+
+from bench.config.schema import CapacityConfig, GateConfig, GenerationConfig, MetricsConfig
+from bench.pipeline.scoring import SummarySettings
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    experiment: str
+    seed: int
+    plan_only: bool
+    metrics: MetricsConfig
+    generation: GenerationConfig
+    gates: tuple[GateConfig, ...]
+    capacity: CapacityConfig
+    #: the resolved config as run.json records it
+    resolved: Mapping[str, Any]
+    #: the chunker's class name, for log lines
+    chunker: str
+
+    @property
+    def primary_metric(self) -> str:
+        return str(self.metrics.names[0])
+
+    @property
+    def summary(self) -> SummarySettings:
+        m = self.metrics
+        return SummarySettings(dict(m.category_weights), m.bootstrap_resamples, m.confidence,
+                               self.seed)
+
+
+def run_settings(cfg: DictConfig) -> RunSettings:
+    """The settings of a validated config (``validate_top_level`` ran first)."""
+    def typed(node: Any, cls: type) -> Any:
+        obj = OmegaConf.to_object(node)
+        return obj if isinstance(obj, cls) else cls(**cast(dict, obj))
+
+    target = str((cfg.chunker or {}).get("_target_") or "?")
+    return RunSettings(
+        experiment=str(cfg.experiment_name), seed=int(cfg.seed), plan_only=bool(cfg.plan_only),
+        metrics=typed(cfg.metrics, MetricsConfig),
+        generation=typed(cfg.generation, GenerationConfig),
+        gates=tuple(typed(g, GateConfig) for g in cfg.gates),
+        capacity=typed(cfg.capacity, CapacityConfig),
+        resolved=cast(dict, OmegaConf.to_container(cfg, resolve=True)),
+        chunker=target.rsplit(".", 1)[-1])
