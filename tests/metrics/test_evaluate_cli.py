@@ -90,6 +90,10 @@ def test_malformed_input_is_one_line_with_file_and_line(
     (["-m", "P"], "needs a cutoff, e.g. P.10"),
     (["-m", "bogus@3"], "valid metrics: ndcg[@K] (ndcg_cut/ndcg)"),
     (["-m", "ann_recall@10"], "valid metrics"),
+    # issue 18: a cutoff too large for an integer was an OverflowError traceback
+    (["-m", "map@99999999999999999999"], "the cutoff must be <= 2147483647"),
+    (["-m", "P.5,99999999999999999999"], "the cutoff must be <= 2147483647"),
+    (["-m", "ndcg@" + "9" * 5000], "the cutoff must be <= 2147483647"),
     (["-M", "0"], "max-docs"),
     (["-c", "--averaging", "bench"], "contradicts"),
     (["--relevance-level", "0"], "relevance-level"),
