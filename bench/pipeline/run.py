@@ -27,6 +27,7 @@ from bench.data.base import Dataset
 from bench.embedding.stage import Embeddings
 from bench.errors import BenchError, ConfigError
 from bench.filters.base import FilterOutcome, eligible_gold
+from bench.filters.entitlement import check_tenants
 from bench.filters.hard_vs_soft import HardVsSoft
 from bench.filters.stage import FilteredPool
 from bench.generation.base import SamplingParams
@@ -148,6 +149,8 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
              data_ms / 1000, dataset.fingerprint[:12])
     data_timing = StageTiming("data", "total", len(dataset.documents), data_ms, "cpu")
     check_gate_categories(cfg.gates, {q.category for q in dataset.queries})
+    if comps.filters is not None and comps.filters.entitlement:
+        check_tenants(dataset)  # the filter would refuse them after retrieval: say it now
 
     m = cfg.metrics
     gen_settings = generation_settings(cfg, comps, dataset)
