@@ -39,7 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     v.add_argument("-q", "--quiet", action="store_true", help="print damaged artifacts only")
     g = sub.add_parser("gc", help="prune quarantine, orphan temp folders, stale locks")
     g.add_argument("--tmp-age", type=float, default=3600.0, metavar="SECONDS",
-                   help="temp folders untouched this long and not locked are orphans")
+                   help="temp folders untouched this long and not locked are orphans (a "
+                        "folder whose writer died on this host goes at once, a live one stays)")
     g.add_argument("--older-than", type=float, default=None, metavar="DAYS",
                    help="also remove artifacts neither created nor used for DAYS")
     g.add_argument("--keep", type=Path, default=None, metavar="FILE",

@@ -8,7 +8,8 @@ each other's lines); readers merge all files and sort by time.
 A record: ``{"time", "host", "pid", "stage", "key", "event", "wall_s", ...}`` where event is
 ``hit`` (verified and loaded), ``miss`` (computed here), ``wait`` (another worker computed it
 while this one waited on the key lock), ``quarantine`` (a damaged artifact moved aside, with
-``reason``) or ``takeover`` (a stale lock of a dead writer was broken).
+``reason``), ``takeover`` (a stale lock of a dead writer was broken) or ``orphan_tmp`` (a
+killed writer's temp folder removed, with ``path`` and ``reason``).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from bench.cache.store import (
     ArtifactStore,
     newest_mtime,
     read_meta,
+    temp_folder_owner,
 )
 
 SPECIAL = {LOCKS_DIR, QUARANTINE_DIR, EVENTS_DIR}
@@ -138,9 +139,13 @@ def gc(store: ArtifactStore, *, tmp_age_s: float = 3600.0, older_than_days: floa
             for q in sdir.iterdir() if sdir.is_dir() else []:
                 drop("quarantine", q)
     for stage, tmp in temp_folders(root):
-        key = tmp.name[len(TMP_PREFIX):].rsplit("-", 1)[0]
+        key, owner = temp_folder_owner(tmp.name)
+        if owner is not None and owner.dead_here():  # a killed writer's, however recent
+            drop("orphan temp", tmp)
+            continue
         held = len(key) == 64 and lock_is_live(store.lock_path(stage, key), store.lock_stale_s)
-        if held or now - newest_mtime(tmp) < tmp_age_s:
+        alive = owner is not None and owner.alive_here()
+        if held or alive or now - newest_mtime(tmp) < tmp_age_s:
             rep.kept_live_tmps += 1
             continue
         drop("orphan temp", tmp)

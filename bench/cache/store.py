@@ -10,6 +10,12 @@ and stale takeover, safe on NFS), fills a private temp folder, records size + xx
 every file in ``_meta.json`` and publishes with one atomic ``rename``. Workers that find the
 key locked wait and then load the winner's artifact, so a sweep computes it once.
 
+The temp folder is ``.tmp-<key>-<random>-<pid>-<host>``: it names its owner, so a writer of
+the key removes, before it builds and again once it has published, every temp folder of that
+key whose owner is a dead process on this host (a writer killed with -9), however recent. A
+live owner's folder on this host is never removed; one from another host (whose process cannot
+be probed) or from before owners were named goes once it is older than ``lock_stale_s``.
+
 Reading: sizes then digests are checked before ``load`` (``BENCH_CACHE_VERIFY=full|size|off``,
 default full). A truncated, zeroed or altered file, a missing or unreadable ``_meta.json``, or
 a ``load`` that raises on the files, is logged in one line, moved to ``<root>/_quarantine/``
@@ -22,6 +28,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import time
 import uuid
@@ -33,7 +40,7 @@ from typing import Any, Generic, TypeVar
 
 from bench.cache.events import EventLog
 from bench.cache.integrity import META, VerifyMode, check, manifest
-from bench.cache.lock import HOST, KeyLock
+from bench.cache.lock import HOST, KeyLock, pid_alive
 from bench.errors import BenchError, ConfigError
 
 log = logging.getLogger("bench")
@@ -43,6 +50,46 @@ T = TypeVar("T")
 LOCKS_DIR = "_locks"
 QUARANTINE_DIR = "_quarantine"
 TMP_PREFIX = ".tmp-"
+
+
+_SAFE_HOST = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_TMP_NAME = re.compile(r"^[0-9a-f]{8}-(?P<pid>[0-9]{1,10})-(?P<host>.+)$")
+
+
+def _host_tag(host: str) -> str:
+    """The host as a file-name part: itself when plainly spelt, else a digest of it."""
+    if _SAFE_HOST.match(host):
+        return host
+    return "h" + hashlib.sha256(host.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class TempOwner:
+    """The writer a temp folder's name records (``host`` as :func:`_host_tag` spells it)."""
+
+    pid: int
+    host: str
+
+    def dead_here(self) -> bool:
+        """True only when we can be sure: this host, and the process is gone."""
+        return self.host == _host_tag(HOST) and not pid_alive(self.pid)
+
+    def alive_here(self) -> bool:
+        return self.host == _host_tag(HOST) and pid_alive(self.pid)
+
+
+def temp_folder_name(key: str) -> str:
+    """A new temp folder name of ``key`` owned by this process."""
+    return f"{TMP_PREFIX}{key}-{uuid.uuid4().hex[:8]}-{os.getpid()}-{_host_tag(HOST)}"
+
+
+def temp_folder_owner(name: str) -> tuple[str, TempOwner | None]:
+    """(key, owner) of a temp folder name; owner None for a name without one (written by an
+    older bench: ``.tmp-<key>-<random>``)."""
+    rest = name[len(TMP_PREFIX):]
+    key, _, tail = rest.partition("-")
+    m = _TMP_NAME.match(tail)
+    return key, (TempOwner(int(m["pid"]), m["host"]) if m else None)
 
 
 def canonical_json(obj: Any) -> str:
@@ -171,18 +218,30 @@ class ArtifactStore:
 
     # -- writing ---------------------------------------------------------------------------
     def _clean_tmps(self, final: Path, stage: str, key: str) -> None:
-        """Temp folders of this key left by killed writers (we hold the lock, so no live writer
-        owns one, unless it lost the lock while still running: spare anything recent)."""
+        """Temp folders of this key left by killed writers. We hold the key's lock, yet a
+        writer that lost it (a heartbeat starved for ``lock_stale_s``) may still be filling
+        one: a folder whose owner is alive on this host is kept, one whose owner is dead goes
+        at once, and one we cannot judge (another host, an unnamed owner) goes only when
+        nothing in it changed for ``lock_stale_s``."""
         for tmp in final.parent.glob(f"{TMP_PREFIX}{key}-*"):
-            if time.time() - newest_mtime(tmp) > self.lock_stale_s:
-                shutil.rmtree(tmp, ignore_errors=True)
-                log.info("cache: removed orphaned temp folder %s", tmp.name)
+            _, owner = temp_folder_owner(tmp.name)
+            if owner is not None and owner.alive_here():
+                continue
+            if owner is not None and owner.dead_here():
+                why = f"its writer (pid {owner.pid}) is gone"
+            elif time.time() - newest_mtime(tmp) > self.lock_stale_s:
+                why = f"unchanged for more than {self.lock_stale_s:g}s"
+            else:
+                continue
+            shutil.rmtree(tmp, ignore_errors=True)
+            log.info("cache: removed orphaned temp folder %s (%s)", tmp.name, why)
+            self.log.append(stage, key, "orphan_tmp", path=str(tmp), reason=why)
 
     @contextmanager
     def _writer(self, stage: str, key: str, meta: Mapping[str, Any]) -> Iterator[Path]:
         final = self.path_for(stage, key)
         final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = final.parent / f"{TMP_PREFIX}{key}-{uuid.uuid4().hex[:8]}"
+        tmp = final.parent / temp_folder_name(key)
         tmp.mkdir()
         try:
             yield tmp
@@ -262,6 +321,9 @@ class ArtifactStore:
                 }
                 with self._writer(stage, key, meta) as tmp:
                     compute(tmp)
+                # a writer killed while we built (one that had lost the lock to us) left its
+                # folder after the clean-up above: this is the last writer of the key to look
+                self._clean_tmps(final, stage, key)
             finally:
                 lock.release()
             break

@@ -45,6 +45,9 @@ class Query:
     ``qrels`` holds (doc_id, grade) pairs, grade >= 1 meaning relevant at the default
     relevance level. ``must_abstain`` queries have no relevant document in the corpus.
     ``allowed_roles`` are the CALLER's roles (empty: the caller is not role-restricted).
+    ``expected_answers``: every reference answer when the source gives several (SQuAD, NQ,
+    TriviaQA: alternatives, EM/F1 take the max over them); ``expected_answer`` is then the
+    first of them (the reference a judge is shown). :attr:`references` is what is scored.
     """
 
     query_id: str
@@ -56,6 +59,14 @@ class Query:
     allowed_roles: tuple[str, ...] = ()
     as_of: str | None = None
     expected_answer: str | None = None
+    expected_answers: tuple[str, ...] = ()
+
+    @property
+    def references(self) -> tuple[str, ...]:
+        """The reference answers EM/F1 are scored against (max over them)."""
+        if self.expected_answers:
+            return self.expected_answers
+        return (self.expected_answer,) if self.expected_answer else ()
 
 
 @dataclass(frozen=True)
@@ -97,9 +108,11 @@ def fingerprint(documents: tuple[Document, ...], queries: tuple[Query, ...]) -> 
         h.update(b"\x00")
     h.update(b"\x01queries\x01")
     for q in queries:
-        h.update(json.dumps([q.query_id, q.text, q.category, q.qrels, q.required_claims,
-                             q.must_abstain, q.allowed_roles, q.as_of, q.expected_answer],
-                            ensure_ascii=False).encode())
+        fields_q: list[object] = [q.query_id, q.text, q.category, q.qrels, q.required_claims,
+                                  q.must_abstain, q.allowed_roles, q.as_of, q.expected_answer]
+        if q.expected_answers:  # only then: fingerprints of existing datasets stay as they were
+            fields_q.append(list(q.expected_answers))
+        h.update(json.dumps(fields_q, ensure_ascii=False).encode())
         h.update(b"\x00")
     return h.hexdigest()
 

@@ -12,9 +12,14 @@ are comparable with theirs; the title is kept on the ``Document`` for display
 (``title_in_text=True``: chunkers do not prepend it again). Extra keys in the JSONL rows are
 ignored, except a query field named by ``category_field``. Query categories come from
 ``categories`` (a JSONL mapping, ``bench.data.categories``) or ``category_field``; otherwise
-every query is ``default``. Queries with no positive judgement in the split are dropped and
-counted in ``Dataset.n_dropped_queries`` (and a log line); a judgement naming an unknown query
-or document, a duplicate id or a malformed row raises ``InputError(file, line, ...)``.
+every query is ``default``. ``answers`` (optional): a JSONL file of ``{"query_id", "answers":
+[...]}`` rows giving each query's reference answers (several = alternatives, EM/F1 take the
+max: ``Query.expected_answers``); other keys of its rows are ignored (SQuAD-derived files carry
+``paragraph_id``, ``is_impossible``...), a row for a query dropped below is skipped, an unknown
+or repeated query id or a malformed list is an error. Queries with no positive judgement in
+the split are dropped and counted in ``Dataset.n_dropped_queries`` (and a log line); a
+judgement naming an unknown query or document, a duplicate id or a malformed row raises
+``InputError(file, line, ...)``.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from bench.data.jsonl import (
     iter_jsonl,
     json_id,
     json_str,
+    json_str_list,
     read_text,
     require_rows,
 )
@@ -47,10 +53,12 @@ class BeirDataset:
 
     ``categories``: a JSONL file of ``{"query_id", "category"}`` rows; ``category_field``: a
     (dotted) field of the query rows holding the category (``metadata.type``). At most one.
+    ``answers``: a JSONL file of ``{"query_id", "answers": [...]}`` reference answers.
     """
 
     def __init__(self, *, path: str | None = None, split: str = "test",
-                 categories: str | None = None, category_field: str | None = None) -> None:
+                 categories: str | None = None, category_field: str | None = None,
+                 answers: str | None = None) -> None:
         if path is None or path in ("", "???"):
             raise OptionError("path", "required: set dataset.path=DIR, a BEIR folder holding "
                                       "corpus.jsonl, queries.jsonl and qrels/<split>.tsv")
@@ -61,6 +69,7 @@ class BeirDataset:
         self.split = split
         self.categories = categories
         self.category_field = category_field
+        self.answers = answers
 
     def load(self) -> Dataset:
         root = Path(self.path)
@@ -68,8 +77,11 @@ class BeirDataset:
         texts, from_field = _read_queries(root / "queries.jsonl", self.category_field)
         qrels = _read_qrels(root / "qrels" / f"{self.split}.tsv", set(texts),
                             {d.doc_id for d in documents})
+        refs = read_answers(self.answers, set(texts)) if self.answers else {}
         queries = tuple(
-            Query(query_id=qid, text=text, qrels=tuple(qrels[qid]))
+            Query(query_id=qid, text=text, qrels=tuple(qrels[qid]),
+                  expected_answer=refs[qid][0] if refs.get(qid) else None,
+                  expected_answers=refs.get(qid, ()))
             for qid, text in texts.items()
             if any(g >= 1 for _, g in qrels.get(qid, ()))
         )
@@ -90,6 +102,9 @@ class BeirDataset:
                   f"score-0 judgements, {dropped - zero_only} not judged)") if dropped else ""
         log.info("beir %s [%s]: %d documents, %d queries kept, %d dropped: %s",
                  root.name, self.split, len(documents), len(queries), dropped, reason or "-")
+        if self.answers:
+            log.info("beir %s: reference answers for %d of the %d kept queries (%s)", root.name,
+                     sum(1 for q in queries if q.expected_answers), len(queries), self.answers)
         return Dataset(name=f"beir:{root.name}:{self.split}", documents=documents,
                        queries=queries, n_dropped_queries=dropped, dropped_reason=reason)
 
@@ -178,4 +193,26 @@ def _read_qrels(path: Path, query_ids: set[str],
                               f"{seen[qid, did]})")
         seen[qid, did] = n
         out.setdefault(qid, []).append((did, cell_grade(cells[2], "score", where)))
+    return out
+
+
+def read_answers(path: str | Path, query_ids: set[str]) -> dict[str, tuple[str, ...]]:
+    """An answers JSONL file -> {query_id: reference answers} (see the module docstring)."""
+    out: dict[str, tuple[str, ...]] = {}
+    first_line: dict[str, int] = {}
+    for where, obj in iter_jsonl(path):
+        for key in ("query_id", "answers"):
+            if key not in obj:
+                raise where.error(f"missing required field '{key}'")
+        qid = json_id(obj["query_id"], "query_id", where)
+        if qid not in query_ids:
+            raise where.error(f"query_id {qid!r} is not in queries.jsonl")
+        if qid in first_line:
+            raise where.error(f"duplicate query_id {qid!r} (first seen on line "
+                              f"{first_line[qid]})")
+        first_line[qid] = where.line
+        if obj["answers"] is None:
+            raise where.error("field 'answers' must be a list of strings, got null")
+        out[qid] = json_str_list(obj["answers"], "answers", where)
+    require_rows(path, len(out), "answers")
     return out

@@ -12,10 +12,14 @@ Golden query line::
      "relevant_document_ids": [{"id": "d1", "grade": 2}, {"id": "d7", "grade": 1}],
      "required_claims": ["..."], "must_abstain": false, "allowed_roles": [],
      "as_of": null, "expected_answer": "..."}
+     # or several reference answers (alternatives; EM/F1 take the max over them):
+     "expected_answers": ["10th and 11th centuries", "in the 10th and 11th centuries"]
 
 ``query_id`` and ``query`` are required. ``relevant_document_ids`` must name at least one corpus
 document unless ``must_abstain`` is true, in which case it must be empty or absent. Unknown
 fields, duplicate ids, unknown doc ids and wrong types are ``InputError(file, line, ...)``.
+A row gives ``expected_answer`` or ``expected_answers``, not both; ``expected_answers: []`` on
+a must-abstain row is SQuAD 2.0's no-answer gold (see ``bench.metrics.answer``).
 ``write_golden`` writes the same format, so read(write(x)) == x.
 """
 
@@ -46,7 +50,7 @@ CORPUS_REQUIRED = ("doc_id", "text")
 CORPUS_OPTIONAL = ("title", "tags", "allowed_roles", "tenant")
 QUERY_REQUIRED = ("query_id", "query")
 QUERY_OPTIONAL = ("relevant_document_ids", "required_claims", "must_abstain", "allowed_roles",
-                  "as_of", "category", "expected_answer")
+                  "as_of", "category", "expected_answer", "expected_answers")
 
 
 class GoldenDataset:
@@ -120,10 +124,22 @@ def read_queries(path: str | Path, doc_ids: set[str]) -> tuple[Query, ...]:
             must_abstain=must_abstain,
             allowed_roles=json_str_list(obj.get("allowed_roles"), "allowed_roles", where),
             as_of=iso_date(json_opt_str(obj.get("as_of"), "as_of", where), "as_of", where),
-            expected_answer=json_opt_str(obj.get("expected_answer"), "expected_answer", where),
+            **_answers(obj, where),
         ))
     require_rows(path, len(queries), "queries")
     return tuple(queries)
+
+
+def _answers(obj: dict[str, Any], where: Where) -> dict[str, Any]:
+    """``expected_answer`` (one reference) or ``expected_answers`` (a list) as Query fields."""
+    if "expected_answers" not in obj:
+        return {"expected_answer": json_opt_str(obj.get("expected_answer"), "expected_answer",
+                                                where)}
+    if obj.get("expected_answer") is not None:
+        raise where.error("give expected_answer (one reference) or expected_answers (a list), "
+                          "not both")
+    answers = json_str_list(obj["expected_answers"], "expected_answers", where)
+    return {"expected_answer": answers[0] if answers else None, "expected_answers": answers}
 
 
 def _qrels(value: object, where: Where, doc_ids: set[str]) -> tuple[tuple[str, int], ...]:
@@ -170,7 +186,9 @@ def query_to_json(q: Query) -> dict[str, Any]:
         "must_abstain": q.must_abstain, "allowed_roles": list(q.allowed_roles),
         "as_of": q.as_of,
     }
-    if q.expected_answer is not None:
+    if q.expected_answers:
+        row["expected_answers"] = list(q.expected_answers)
+    elif q.expected_answer is not None:
         row["expected_answer"] = q.expected_answer
     return row
 

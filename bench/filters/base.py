@@ -15,8 +15,8 @@ pool plus the counts METRICS.md asks for ("Fusion and filters"):
   empty set raises ``EmptyDenominatorError``.
 
 Adding a filter: a class with keyword-only constructor options (validated values raise
-``OptionError``), ``cache_params()`` and ``apply()``, in a module of this package; compute
-``unauthorized_hits`` with ``bench.filters.entitlement.count_unauthorized``; add
+``OptionError``), ``entitlement``, ``cache_params()`` and ``apply()``, in a module of this
+package; compute ``unauthorized_hits`` with ``bench.filters.entitlement.count_unauthorized``; add
 ``conf/filters/<name>.yaml`` with its ``_target_``.
 """
 
@@ -82,6 +82,10 @@ class FilterOutcome:
 
 class ResultFilter(Protocol):
     """Filters (or re-scores) a candidate pool; see the module docstring for the rules."""
+
+    #: True when ``apply`` removes what the caller may not see (then the run refuses data it
+    #: cannot entitle, e.g. document tenants, before any work: ``entitlement.check_tenants``)
+    entitlement: bool
 
     def cache_params(self) -> dict[str, object]:
         """Options that change the output (go into the filtered pool's cache key)."""

@@ -24,6 +24,27 @@ from bench.filters.base import (
 from bench.retrieval.base import Hits
 
 
+def check_tenants(dataset: Dataset) -> None:
+    """Raise ``EntitlementError`` when a document has a tenant: queries carry no caller tenant,
+    so the entitlement rule (roles only) cannot isolate tenants, and passing such documents
+    through unchecked would be a silent leak.
+
+    The run calls this right after loading the dataset when a filter is configured, so the
+    refusal comes before chunking, embedding and retrieval; ``visibility_masks`` calls it too.
+    """
+    with_tenant = [d for d in dataset.documents if d.tenant]
+    if not with_tenant:
+        return
+    tenants = sorted({d.tenant for d in with_tenant})
+    more = f" (and {len(with_tenant) - 1} more)" if len(with_tenant) > 1 else ""
+    shown = ", ".join(repr(t) for t in tenants[:3]) + (", ..." if len(tenants) > 3 else "")
+    raise EntitlementError(
+        f"dataset {dataset.name!r}: document {with_tenant[0].doc_id!r}{more} has a tenant "
+        f"({shown}), but queries carry no caller tenant, so the entitlement filter cannot check "
+        "tenant isolation; drop the documents' tenant field, model tenants as allowed_roles, "
+        "or run with filters=none")
+
+
 def visibility_masks(dataset: Dataset) -> tuple[np.ndarray, np.ndarray]:
     """Corpus-wide visibility per distinct caller.
 
@@ -31,13 +52,7 @@ def visibility_masks(dataset: Dataset) -> tuple[np.ndarray, np.ndarray]:
     see), ``caller`` int64 [n_queries] (query i's row). Raises ``EntitlementError`` when a
     document has a tenant: queries carry no caller tenant, so isolation could not be checked.
     """
-    tenants = sorted({d.tenant for d in dataset.documents if d.tenant})
-    if tenants:
-        raise EntitlementError(
-            f"dataset {dataset.name!r}: documents carry tenants ({', '.join(tenants[:3])}"
-            f"{', ...' if len(tenants) > 3 else ''}) but queries carry no caller tenant, so "
-            "tenant isolation cannot be checked; drop the tenant column or model tenants as roles"
-        )
+    check_tenants(dataset)
     roles = sorted({r for d in dataset.documents for r in d.allowed_roles})
     col = {r: j for j, r in enumerate(roles)}
     doc_roles = np.zeros((len(dataset.documents), len(roles)), dtype=bool)
@@ -111,6 +126,8 @@ class EntitlementFilter:
     Tenants are not modelled (a Query has no caller tenant): data with document tenants is
     refused with ``EntitlementError`` rather than passed unchecked.
     """
+
+    entitlement = True
 
     def cache_params(self) -> dict[str, object]:
         return {"entitlement": "roles/v1"}

@@ -33,6 +33,7 @@ class HardVsSoft:
                       max_exclusion_rate=max_exclusion_rate, max_recall_loss=max_recall_loss)
         self.hard = MetadataFilter(mode="hard", **common)  # type: ignore[arg-type]
         self.soft = MetadataFilter(mode="soft", **common)  # type: ignore[arg-type]
+        self.entitlement = entitlement
         self.precision_metric = precision_metric
         self.recall_metric = recall_metric
 

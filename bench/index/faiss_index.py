@@ -200,7 +200,8 @@ class FaissIndex:
     nlist_factor: 4..16, the multiplier of sqrt(N) for the auto nlist.
     pq_m: PQ sub-quantizers for ``{pq_m}``; must divide the vector dim (checked at build).
     query_params: list of query-time settings swept on the one built index, each a mapping of
-    ``ef_search`` / ``nprobe``. train_size: max vectors used to train IVF/PQ quantisers.
+    ``ef_search`` / ``nprobe``; ``[{}]`` (or omitted) = faiss' defaults, ``[]`` is an error
+    (a sweep of nothing). train_size: max vectors used to train IVF/PQ quantisers.
     """
 
     def __init__(
@@ -242,7 +243,12 @@ class FaissIndex:
                 raise OptionError("pq_m", f"must be >= 1, got {pq_m}")
         if hnsw_ef_construction is not None and hnsw_ef_construction < 1:
             raise OptionError("hnsw_ef_construction", "must be >= 1")
-        for i, qp in enumerate(query_params or [{}]):
+        if query_params is None:
+            query_params = [{}]
+        if not query_params:
+            raise OptionError("query_params", "must list at least one query-time setting; "
+                                              "use [{}] for faiss' defaults")
+        for i, qp in enumerate(query_params):
             for name, value in qp.items():
                 if name not in QUERY_KNOBS:
                     allowed = ", ".join(QUERY_KNOBS)
@@ -256,7 +262,7 @@ class FaissIndex:
         self.nlist_factor = float(nlist_factor)
         self.pq_m = pq_m
         self.hnsw_ef_construction = hnsw_ef_construction
-        self._query_params = [dict(q) for q in (query_params or [{}])]
+        self._query_params = [dict(q) for q in query_params]
         self.train_size = train_size
         self.seed = seed
         self.device = device

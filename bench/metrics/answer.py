@@ -3,17 +3,31 @@
 Every check returns one :class:`~bench.metrics.base.QueryValue` per (query, metric) with a
 status; nothing here returns NaN. Definitions (the tests hold worked examples of each):
 
-- **SQuAD normalisation** (:func:`normalize_answer`): lowercase, drop punctuation, drop the
-  articles a/an/the, collapse whitespace. ``exact_match`` / ``token_f1`` take the best value
-  over the reference answers (SQuAD's max over golds); F1 counts shared tokens with
-  multiplicity: P = common / |answer tokens|, R = common / |reference tokens|.
+- **SQuAD normalisation** (:func:`normalize_answer`, the official script's
+  ``normalize_answer``, v1.1 and v2.0 alike): lowercase, drop punctuation
+  (``string.punctuation``), drop the articles a/an/the, collapse whitespace.
+- **exact_match / token_f1 over several references** (``Query.references``: the dataset's
+  ``expected_answers`` list, or its one ``expected_answer``), as SQuAD 2.0's official
+  ``evaluate-v2.0.py`` computes them: references that normalise to nothing are dropped, then
+  the value is the MAX over the remaining references of ``compute_exact`` (normalised strings
+  equal) / ``compute_f1`` (shared tokens with multiplicity: P = common / |answer tokens|,
+  R = common / |reference tokens|; when either side has no token, 1 if both have none, else
+  0). An answerable query with no reference left is ``no_reference``.
+- **must-abstain queries** (``must_abstain_em_f1``): ``not_applicable`` (default) leaves their
+  EM/F1 out of the means, as before; ``squad2`` scores them as SQuAD 2.0 scores a no-answer
+  question (gold ``[""]``): EM = F1 = 1 when the answer gives no answer, else 0. An answer
+  gives no answer when it normalises to nothing or the refusal patterns detect an abstention
+  ("I don't know" stands for SQuAD's empty prediction, since generators refuse in words); in
+  ``squad2`` mode an abstention on an answerable query is likewise the empty prediction
+  (EM = F1 = 0), so both kinds of question read the same prediction.
 - **claims_coverage** = covered required claims / required claims. A claim is covered when its
   normalised tokens appear contiguously in the normalised answer, OR the token F1 between the
   claim and some answer sentence is >= ``claim_f1_threshold`` (default 0.5). A query without
   required claims is ``no_claims`` (never 1.0).
 - **number_match** = reference numbers with an answer number within tolerance / reference
   numbers; |a - r| <= max(abs_tol, rel_tol * |r|). Digits only ("1,024", "3.5", "-2", "1e6");
-  numbers glued to letters (x86, IPv6) are identifiers, not numbers.
+  numbers glued to letters (x86, IPv6) are identifiers, not numbers. With several references
+  (alternatives), this and the two checks below take the best reference that holds any item.
 - **identifier_match** = reference identifiers present in the answer / reference identifiers.
   An identifier is a token with a letter and a digit, an underscore or ``::``, an all-caps token
   of >= 2 letters, or an all-caps word followed by a number ("RFC 1149"); it is normalised by
@@ -29,7 +43,8 @@ status; nothing here returns NaN. Definitions (the tests hold worked examples of
 
 Statuses: ``scored``; ``no_reference`` (no reference answer for EM/F1; no number / id / amount
 in the reference: ``not_applicable``); ``no_claims``; ``not_applicable`` for answer-quality
-metrics on must-abstain queries; ``error`` when the generation itself failed.
+metrics on must-abstain queries (EM/F1 too unless ``must_abstain_em_f1=squad2``); ``error``
+when the generation itself failed.
 """
 
 from __future__ import annotations
@@ -39,6 +54,7 @@ import string
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from bench.config.build import OptionError
 from bench.context.base import strip_citations
@@ -296,8 +312,8 @@ class AbstentionDetector:
 @dataclass(frozen=True)
 class AnswerItem:
     """What the checks need of one query. ``answer`` None: the generation failed (status
-    ``error`` for every metric). ``references``: reference answers (the dataset's
-    ``expected_answer``)."""
+    ``error`` for every metric). ``references``: reference answers, alternatives scored by
+    the max over them (the dataset's ``Query.references``)."""
 
     query_id: str
     answer: str | None
@@ -334,7 +350,8 @@ class AnswerChecks:
     ``claim_f1_threshold``: sentence F1 that covers a claim; ``correct_metrics``: metrics
     tried in order for ``answer_correct`` (the first one scored decides), with
     ``correct_threshold``; ``refusal_patterns`` / ``empty_is_abstention``: see
-    :class:`AbstentionDetector`.
+    :class:`AbstentionDetector`; ``must_abstain_em_f1``: ``not_applicable`` or ``squad2``
+    (SQuAD 2.0's no-answer scoring of must-abstain queries, module docstring).
     """
 
     def __init__(
@@ -347,7 +364,11 @@ class AnswerChecks:
         correct_threshold: float = 0.5,
         refusal_patterns: Sequence[str] = (),
         empty_is_abstention: bool = True,
+        must_abstain_em_f1: Literal["not_applicable", "squad2"] = "not_applicable",
     ) -> None:
+        if must_abstain_em_f1 not in ("not_applicable", "squad2"):
+            raise OptionError("must_abstain_em_f1", "must be not_applicable or squad2, got "
+                                                    f"{must_abstain_em_f1!r}")
         if rel_tol < 0 or abs_tol < 0:
             raise OptionError("rel_tol" if rel_tol < 0 else "abs_tol", "must be >= 0")
         if not 0 < claim_f1_threshold <= 1:
@@ -365,6 +386,7 @@ class AnswerChecks:
         self.detector = AbstentionDetector(
             patterns=refusal_patterns, empty_is_abstention=empty_is_abstention
         )
+        self.must_abstain_em_f1 = must_abstain_em_f1
 
     def cache_params(self) -> dict[str, object]:
         return {
@@ -374,6 +396,7 @@ class AnswerChecks:
             "correct_threshold": self.correct_threshold,
             "refusal_patterns": list(self.detector.patterns),
             "empty_is_abstention": self.detector.empty_is_abstention,
+            "must_abstain_em_f1": self.must_abstain_em_f1,
         }
 
     def score_one(self, item: AnswerItem) -> list[QueryValue]:
@@ -382,15 +405,23 @@ class AnswerChecks:
         if item.answer is None:
             return [QueryValue(q, m, 0.0, ERROR) for m in ANSWER_METRICS]
         answer = strip_citations(item.answer)
+        abstains = self.detector.abstains(answer)
+        squad2 = self.must_abstain_em_f1 == "squad2"
+        # SQuAD 2.0's empty prediction: no answer token, or (squad2) a detected abstention
+        no_answer = not _tokens(answer) or (squad2 and abstains)
         got: dict[str, tuple[float, str]] = {}
         if item.must_abstain:
             for m in ANSWER_METRICS[:6]:
                 got[m] = (0.0, NOT_APPLICABLE)
+            if squad2:  # gold [""]: compute_exact = compute_f1 = 1 for the empty prediction
+                got["exact_match"] = got["token_f1"] = (float(no_answer), SCORED)
         else:
-            refs = tuple(r for r in item.references if r.strip())
+            # evaluate-v2.0.py keeps the golds with a token after normalisation
+            refs = tuple(r for r in item.references if _tokens(r))
+            pred = "" if squad2 and abstains else answer
             if refs:
-                got["exact_match"] = (exact_match(answer, refs), SCORED)
-                got["token_f1"] = (token_f1(answer, refs), SCORED)
+                got["exact_match"] = (exact_match(pred, refs), SCORED)
+                got["token_f1"] = (token_f1(pred, refs), SCORED)
             else:
                 got["exact_match"] = got["token_f1"] = (0.0, NO_REFERENCE)
             claims = tuple(c for c in item.required_claims if _tokens(c))
@@ -400,18 +431,16 @@ class AnswerChecks:
                 got["claims_coverage"] = (covered / len(claims), SCORED)
             else:
                 got["claims_coverage"] = (0.0, NO_CLAIMS)
-            ref_text = "\n".join(refs)
-            got["number_match"] = self._fraction(
-                extract_numbers(ref_text), extract_numbers(answer),
+            got["number_match"] = self._best(
+                [extract_numbers(r) for r in refs], extract_numbers(answer),
                 lambda r, g: _matched(r, g, self.rel_tol, self.abs_tol))
-            ref_ids = extract_identifiers(ref_text)
-            got["identifier_match"] = self._fraction(
-                sorted(ref_ids), sorted(extract_identifiers(answer)),
-                lambda r, g: len(set(r) & set(g)))
-            got["quantity_match"] = self._fraction(
-                extract_quantities(ref_text), extract_quantities(answer),
+            got["identifier_match"] = self._best(
+                [sorted(extract_identifiers(r)) for r in refs],
+                sorted(extract_identifiers(answer)), lambda r, g: len(set(r) & set(g)))
+            got["quantity_match"] = self._best(
+                [extract_quantities(r) for r in refs], extract_quantities(answer),
                 lambda r, g: _quantities_matched(r, g, self.rel_tol, self.abs_tol))
-        got["abstained"] = (float(self.detector.abstains(answer)), SCORED)
+        got["abstained"] = (float(abstains), SCORED)
         got["answer_correct"] = self._correct(item, got)
         return [QueryValue(q, m, *got[m]) for m in ANSWER_METRICS]
 
@@ -420,10 +449,13 @@ class AnswerChecks:
         return [v for item in items for v in self.score_one(item)]
 
     @staticmethod
-    def _fraction(refs, got, count) -> tuple[float, str]:  # type: ignore[no-untyped-def]
-        if not refs:
+    def _best(per_ref, got, count) -> tuple[float, str]:  # type: ignore[no-untyped-def]
+        """Matched / reference items of the best reference that has any (references are
+        alternatives, as for EM/F1); ``not_applicable`` when none has one."""
+        fractions = [count(r, got) / len(r) for r in per_ref if r]
+        if not fractions:
             return 0.0, NOT_APPLICABLE
-        return count(refs, got) / len(refs), SCORED
+        return max(fractions), SCORED
 
     def _correct(self, item: AnswerItem, got: dict[str, tuple[float, str]]) -> tuple[float, str]:
         if item.must_abstain:
@@ -471,7 +503,7 @@ def answer_items(queries: Sequence[Query], generations: Sequence[Generation]) ->
         AnswerItem(
             query_id=q.query_id,
             answer=g.text if g.status == "ok" else None,
-            references=(q.expected_answer,) if q.expected_answer else (),
+            references=q.references,
             required_claims=q.required_claims,
             must_abstain=q.must_abstain,
         )

@@ -126,7 +126,10 @@ def help_lines() -> list[tuple[str, str]]:
     return rows
 
 
-_NAME = re.compile(r"^([a-z][a-z0-9_]*)(?:@(\d+))?$")  # token_f1 has a digit
+# [0-9], not \d: int() would read other scripts' digits and the canonical name would differ
+_NAME = re.compile(r"^([a-z][a-z0-9_]*)(?:@([0-9]+))?$")  # token_f1 has a digit
+#: The largest cutoff: the kernels and the results schema hold K as int32.
+MAX_CUTOFF = 2**31 - 1
 # trec_eval: ``measure``, ``measure.K``, ``measure_K`` or ``measure.K1,K2,...``
 _TREC_NAME = re.compile(r"^([A-Za-z_]+?)(?:[._]([0-9][0-9,]*))?$")
 
@@ -185,8 +188,8 @@ def parse_metric(name: str, *, ranking_only: bool = False) -> MetricSpec:
     """``"ndcg@10"`` -> MetricSpec(name="ndcg@10", family="ndcg", k=10, ...).
 
     Raises UnknownMetricError (one line, listing valid names) for unknown families, a missing
-    or forbidden ``@K``, or ``K < 1``. A trec_eval spelling of one metric (``P_5``) is accepted;
-    use :func:`parse_metrics` for the comma form.
+    or forbidden ``@K``, ``K < 1`` or ``K > MAX_CUTOFF``. A trec_eval spelling of one metric
+    (``P_5``) is accepted; use :func:`parse_metrics` for the comma form.
     """
     match = _NAME.match(name.strip())
     fam = _FAMILIES.get(match.group(1)) if match else None
@@ -197,7 +200,7 @@ def parse_metric(name: str, *, ranking_only: bool = False) -> MetricSpec:
     if match is None or fam is None or (ranking_only and fam.kernel_code is None):
         raise UnknownMetricError(
             f"unknown metric {name!r}; valid metrics: {valid_names(ranking_only=ranking_only)}")
-    k = int(match.group(2)) if match.group(2) is not None else None
+    k = _cutoff(name, match.group(2))
     if k is None and fam.cutoff == "required":
         raise UnknownMetricError(f"metric {name!r} needs a cutoff, e.g. {fam.family}@10")
     if k is not None and fam.cutoff == "none":
@@ -214,6 +217,16 @@ def parse_metric(name: str, *, ranking_only: bool = False) -> MetricSpec:
         aggregation=fam.aggregation,
         kernel_code=fam.kernel_code,
     )
+
+
+def _cutoff(name: str, digits: str | None) -> int | None:
+    if digits is None:
+        return None
+    # checked on the digits: int() of a 5000-digit string raises, and numpy cannot hold it
+    if len(digits.lstrip("0")) > len(str(MAX_CUTOFF)) or int(digits) > MAX_CUTOFF:
+        shown = name if len(name) <= 40 else f"{name[:37]}..."
+        raise UnknownMetricError(f"metric {shown!r}: the cutoff must be <= {MAX_CUTOFF}")
+    return int(digits)
 
 
 def find_metric(name: str) -> MetricSpec | None:

@@ -267,13 +267,26 @@ def _scan_run(path: Path) -> Run:
     return Run.from_mapping({q: {d: s for d, (s, _) in r.items()} for q, r in by_query.items()})
 
 
+def _iteration_column(token: str) -> bool:
+    """Whether ``token`` reads as a TREC qrels iteration column (``0``, any integer, ``Q0``)."""
+    return token == "Q0" or token.lstrip("+-").isdigit()
+
+
 def detect_qrels_format(path: str | Path) -> tuple[QrelsFormat, bool]:
-    """(format, has_header) from the first non-empty line: 4 columns = TREC, 3 = BEIR."""
+    """(format, has_header) from the first non-empty line: 4 columns = TREC, 3 = BEIR.
+
+    TREC columns are split on any whitespace mix, as trec_eval splits them (``q1<TAB>0 d1 1``
+    is TREC). BEIR TSV is tab-separated and its ids may hold spaces, so a line of three tab
+    columns is BEIR unless its four whitespace columns read as TREC (an integer or ``Q0``
+    iteration column): ``q1<TAB>doc one<TAB>1`` is BEIR.
+    """
     path = Path(path)
     n, text = _first_line(path)
-    fields = text.split("\t") if "\t" in text else text.split()
-    if len(fields) == 4:
+    words = text.split()
+    tabbed = text.split("\t")
+    if len(words) == 4 and (len(tabbed) != 3 or _iteration_column(words[1])):
         return "trec", False
+    fields = tabbed if len(tabbed) == 3 else words
     if len(fields) == 3:
         try:
             int(fields[2])
@@ -281,7 +294,7 @@ def detect_qrels_format(path: str | Path) -> tuple[QrelsFormat, bool]:
             return "beir", True
         return "beir", False
     raise InputError(path, n, f"expected 4 columns (qid 0 docid rel) or 3 (query-id corpus-id "
-                              f"score), found {len(fields)}")
+                              f"score), found {len(words)}")
 
 
 def read_qrels(path: str | Path) -> Qrels:

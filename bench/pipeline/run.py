@@ -27,6 +27,7 @@ from bench.data.base import Dataset
 from bench.embedding.stage import Embeddings
 from bench.errors import BenchError, ConfigError
 from bench.filters.base import eligible_gold
+from bench.filters.entitlement import check_tenants
 from bench.filters.hard_vs_soft import HardVsSoft
 from bench.generation.base import SamplingParams
 from bench.generation.memo import MemoCounts, MemoGenerator, sum_counts
@@ -140,6 +141,8 @@ def prepare(cfg: DictConfig) -> Prepared:
              data_ms / 1000, dataset.fingerprint[:12])
     data_timing = StageTiming("data", "total", len(dataset.documents), data_ms, "cpu")
     check_gate_categories(settings.gates, {q.category for q in dataset.queries})
+    if comps.filters is not None and comps.filters.entitlement:
+        check_tenants(dataset)  # the filter would refuse them after retrieval: say it now
     gen = generation_settings(settings, comps, dataset)
     the_plan = plan(comps, dataset, device=device,
                     relevance_level=settings.metrics.relevance_level, generation=gen)

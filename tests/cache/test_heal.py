@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -15,7 +16,15 @@ import pytest
 from bench.cache.events import computations, read_events
 from bench.cache.integrity import META
 from bench.cache.lock import KeyLock, lock_is_live
-from bench.cache.store import QUARANTINE_DIR, ArtifactStore, make_key
+from bench.cache.maintenance import gc
+from bench.cache.store import (
+    QUARANTINE_DIR,
+    ArtifactStore,
+    TempOwner,
+    make_key,
+    temp_folder_name,
+    temp_folder_owner,
+)
 
 KEY = make_key("s", "1", {}, [])
 DATA = np.arange(1000, dtype=np.float32)
@@ -152,7 +161,7 @@ def test_killed_writer_lock_and_tmp_are_recovered(tmp_path: Path) -> None:
     assert _resolve(store) == (EXPECTED, False)
     assert time.perf_counter() - t0 < 5  # dead owner on this host: no waiting for staleness
     assert not lock.exists() and not tmps[0].exists()
-    assert [e["event"] for e in read_events(tmp_path)] == ["takeover", "miss"]
+    assert [e["event"] for e in read_events(tmp_path)] == ["takeover", "orphan_tmp", "miss"]
 
 
 def test_stale_lock_without_heartbeat_is_taken_over(tmp_path: Path) -> None:
@@ -180,3 +189,92 @@ def test_heartbeat_keeps_a_slow_holder_alive(tmp_path: Path) -> None:
     holder.release()
     assert waiter.acquire(timeout_s=1)
     waiter.release()
+
+
+SIGKILLED_WRITER = """
+import sys, time
+from pathlib import Path
+from bench.cache.store import ArtifactStore
+def compute(d):
+    (d / "half.npy").write_bytes(b"0" * 4096)
+    Path(sys.argv[2]).write_text("writing")
+    time.sleep(600)  # the parent kills it here with SIGKILL
+ArtifactStore(sys.argv[1]).resolve("s", version="1", params={}, upstream=[],
+                                  compute=compute, load=str)
+"""
+
+LIVE_TEMP_OWNER = """
+import sys, time
+from pathlib import Path
+from bench.cache.store import temp_folder_name
+tmp = Path(sys.argv[1]) / temp_folder_name(sys.argv[2])
+tmp.mkdir(parents=True)
+(tmp / "part.npy").write_bytes(b"1" * 100)
+Path(sys.argv[3]).write_text(str(tmp))
+time.sleep(600)  # a live writer (one that lost its lock, say): its folder must survive
+"""
+
+
+def _child(code: str, *args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.Popen([sys.executable, "-c", code, *args], env=env)
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while not path.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "child did not start"
+        time.sleep(0.05)
+
+
+def test_sigkilled_writer_temp_folder_is_removed_by_the_next_writer(tmp_path: Path) -> None:
+    # issue 18: kill -9 during a write, rerun at once: the rerun took over the lock and
+    # published, but the killed writer's .tmp-<key>-<id> folder (recent, so spared) stayed
+    cache, ready = tmp_path / "cache", tmp_path / "ready"
+    proc = _child(SIGKILLED_WRITER, str(cache), str(ready))
+    _wait_for(ready, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    store = ArtifactStore(cache)  # default lock_stale_s=60: the folder is seconds old
+    shard = store.path_for("s", KEY).parent
+    (orphan,) = shard.glob(".tmp-*")
+    assert (orphan / "half.npy").is_file() and store.lock_path("s", KEY).is_file()
+    assert _resolve(store) == (EXPECTED, False)
+    assert not orphan.exists() and not list(shard.glob(".tmp-*"))
+    assert sorted(p.name for p in shard.iterdir()) == [KEY]
+    events = read_events(cache)
+    assert [e["event"] for e in events] == ["takeover", "orphan_tmp", "miss"]
+    assert events[1]["path"] == str(orphan) and f"pid {proc.pid}" in events[1]["reason"]
+
+
+def test_a_live_writers_temp_folder_is_never_removed(tmp_path: Path) -> None:
+    cache, ready = tmp_path / "cache", tmp_path / "ready"
+    store = ArtifactStore(cache, lock_stale_s=0.5, heartbeat_s=0.1)
+    shard = store.path_for("s", KEY).parent
+    proc = _child(LIVE_TEMP_OWNER, str(shard), KEY, str(ready))
+    try:
+        _wait_for(ready, proc)
+        live = Path(ready.read_text())
+        old = time.time() - 3600  # older than any staleness threshold: only the owner counts
+        os.utime(live / "part.npy", (old, old))
+        os.utime(live, (old, old))
+        assert _resolve(store) == (EXPECTED, False)
+        assert (live / "part.npy").is_file()
+        assert gc(store, tmp_age_s=1.0).kept_live_tmps == 1 and live.is_dir()
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    # its owner is gone now: gc drops it at once, whatever its age
+    os.utime(live, None)
+    rep = gc(store, tmp_age_s=3600.0)
+    assert [what for what, _, _ in rep.removed] == ["orphan temp"] and not live.exists()
+
+
+def test_temp_folder_names_carry_their_owner() -> None:
+    name = temp_folder_name(KEY)
+    assert name.startswith(f".tmp-{KEY}-")
+    key, owner = temp_folder_owner(name)
+    assert key == KEY and owner is not None and owner.pid == os.getpid()
+    assert temp_folder_owner(f".tmp-{KEY}-deadbeef") == (KEY, None)  # written before owners
+    assert temp_folder_owner(f".tmp-{KEY}-0badf00d-123-ip-10-0-0-1.example") == (
+        KEY, TempOwner(pid=123, host="ip-10-0-0-1.example"))

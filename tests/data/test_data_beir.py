@@ -157,3 +157,49 @@ def test_missing_split(tmp_path: Path) -> None:
     root = _folder(tmp_path)
     with pytest.raises(InputError, match="file not found"):
         BeirDataset(path=str(root), split="train").load()
+
+
+SQUAD2 = Path(__file__).parent / "squad2_sample" / "beir"
+
+
+def test_answers_file_squad2_sample(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="bench.data.beir"):
+        ds = BeirDataset(path=str(SQUAD2), answers=str(SQUAD2 / "answers.jsonl")).load()
+    # the 9 unanswerable questions have no qrels line: dropped (and their answer rows skipped)
+    assert (len(ds.queries), ds.n_dropped_queries) == (8, 9)
+    by_id = {q.query_id: q for q in ds.queries}
+    assert by_id["56ddde6b9a695914005b9629"].references == (
+        "10th and 11th centuries", "in the 10th and 11th centuries")
+    assert by_id["56ddde6b9a695914005b9629"].expected_answer == "10th and 11th centuries"
+    assert by_id["56ddde6b9a695914005b9628"].references == ("France",)
+    assert "reference answers for 8 of the 8 kept queries" in caplog.text
+    without = BeirDataset(path=str(SQUAD2)).load()
+    assert all(q.references == () for q in without.queries)
+    assert without.fingerprint != ds.fingerprint
+
+
+@pytest.mark.parametrize(("rows", "line", "fragment"), [
+    ('{"query_id": "q1"}\n', 1, "missing required field 'answers'"),
+    ('{"answers": ["a"]}\n', 1, "missing required field 'query_id'"),
+    ('{"query_id": "q9", "answers": ["a"]}\n', 1, "query_id 'q9' is not in queries.jsonl"),
+    ('{"query_id": "q1", "answers": ["a"]}\n{"query_id": "q1", "answers": []}\n', 2,
+     "duplicate query_id 'q1' (first seen on line 1)"),
+    ('{"query_id": "q1", "answers": "a"}\n', 1, "'answers' must be a list of strings"),
+    ('{"query_id": "q1", "answers": null}\n', 1, "'answers' must be a list of strings"),
+    ('{"query_id": "q1", "answers": ["a", 2]}\n', 1, "'answers[1]' must be a string"),
+])
+def test_answers_file_errors(tmp_path: Path, rows: str, line: int, fragment: str) -> None:
+    root = _folder(tmp_path)
+    (tmp_path / "answers.jsonl").write_text(rows)
+    with pytest.raises(InputError) as exc:
+        BeirDataset(path=str(root), answers=str(tmp_path / "answers.jsonl")).load()
+    assert str(exc.value).startswith(f"{tmp_path / 'answers.jsonl'}:{line}: ")
+    assert fragment in str(exc.value)
+
+
+def test_answers_of_a_dropped_query_are_skipped(tmp_path: Path) -> None:
+    root = _folder(tmp_path)
+    (tmp_path / "answers.jsonl").write_text(
+        '{"query_id": "q3", "answers": ["x"]}\n{"query_id": "q1", "answers": ["alpha"]}\n')
+    ds = BeirDataset(path=str(root), answers=str(tmp_path / "answers.jsonl")).load()
+    assert {q.query_id: q.references for q in ds.queries} == {"q1": ("alpha",), "q2": ()}

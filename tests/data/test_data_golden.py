@@ -116,6 +116,10 @@ QUERY_ERRORS = [
     ([_q(as_of="last tuesday")], 1, "'as_of' must be an ISO-8601 date"),
     ([_q(category="")], 1, "field 'category' is empty"),
     ([_q(expected_answer=3)], 1, "'expected_answer' must be a string"),
+    ([_q(expected_answers="France")], 1, "'expected_answers' must be a list of strings"),
+    ([_q(expected_answers=["France", ""])], 1, "field 'expected_answers[1]' is empty"),
+    ([_q(expected_answers=["France"], expected_answer="France")], 1,
+     "give expected_answer (one reference) or expected_answers (a list), not both"),
     ([QUERIES[0], QUERIES[1], QUERIES[0]], 3, "duplicate query_id 'q1' (first seen on line 1)"),
 ]
 
@@ -147,3 +151,44 @@ def test_categories_mapping_replaces_the_rows_categories(tmp_path: Path) -> None
     with pytest.raises(InputError, match=r"bad\.jsonl:1: query_id 'q9' is not a query"):
         GoldenDataset(corpus=str(tmp_path / "corpus.jsonl"),
                       queries=str(tmp_path / "golden.jsonl"), categories=bad).load()
+
+
+SQUAD2 = Path(__file__).parent / "squad2_sample"
+
+
+def test_several_reference_answers_squad2_sample(tmp_path: Path) -> None:
+    ds = GoldenDataset(corpus=str(SQUAD2 / "documents.jsonl"),
+                       queries=str(SQUAD2 / "golden.jsonl")).load()
+    by_id = {q.query_id: q for q in ds.queries}
+    q = by_id["56ddde6b9a695914005b962c"]
+    assert q.references == ("10th century", "the first half of the 10th century", "10th")
+    assert q.expected_answer == "10th century"  # the first: what a judge is shown
+    impossible = by_id["5ad39d53604f3c001a3fe8d1"]
+    assert impossible.must_abstain and impossible.references == ()
+    assert (len(ds.queries), sum(q.must_abstain for q in ds.queries)) == (17, 9)
+    assert sum(len(q.references) > 1 for q in ds.queries) == 3
+    # written back as a list, read back equal, same fingerprint
+    write_golden(ds.documents, ds.queries, corpus=tmp_path / "c.jsonl",
+                 queries_path=tmp_path / "q.jsonl")
+    back = GoldenDataset(corpus=str(tmp_path / "c.jsonl"),
+                         queries=str(tmp_path / "q.jsonl")).load()
+    assert back.queries == ds.queries and back.fingerprint == ds.fingerprint
+    assert '"expected_answers": ["10th century"' in (tmp_path / "q.jsonl").read_text()
+
+
+def test_one_expected_answer_keeps_the_fingerprint_of_before() -> None:
+    from bench.data.base import Dataset, Document, Query, fingerprint
+
+    docs = (Document("d1", "x"),)
+    one = (Query("q1", "?", qrels=(("d1", 1),), expected_answer="a"),)
+    # the serialisation before expected_answers existed, written out by hand
+    import hashlib
+    h = hashlib.sha256()
+    h.update(json.dumps(["d1", "", "x", [], [], ""]).encode() + b"\x00")
+    h.update(b"\x01queries\x01")
+    h.update(json.dumps(["q1", "?", "default", [["d1", 1]], [], False, [], None, "a"]).encode()
+             + b"\x00")
+    assert fingerprint(docs, one) == h.hexdigest() == Dataset("t", docs, one).fingerprint
+    several = (Query("q1", "?", qrels=(("d1", 1),), expected_answer="a",
+                     expected_answers=("a", "b")),)
+    assert fingerprint(docs, several) != h.hexdigest()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,7 @@ from bench.data.base import Dataset, Document, Query
 from bench.filters import entitlement as ent
 from bench.filters.base import EntitlementError, eligible_gold, visible
 from bench.filters.entitlement import EntitlementFilter, count_unauthorized
+from bench.pipeline.run import run
 from bench.retrieval.base import Hits, order_key, trec_order
 
 # d0 public, d1 staff, d2 admin, d3 staff or admin
@@ -107,3 +110,27 @@ def test_tenants_are_refused_not_ignored() -> None:
 def test_pool_must_match_the_dataset() -> None:
     with pytest.raises(ValueError, match="3 queries"):
         EntitlementFilter().apply(pool([[0]] * 3), DS, id_key=KEY)
+
+
+def test_tenant_data_is_refused_at_load_before_any_work(tmp_path: Path, compose_cfg) -> None:
+    # issue 18: the refusal came from the filter stage, after chunking, embedding, retrieval
+    (tmp_path / "corpus.jsonl").write_text(
+        '{"doc_id": "a", "text": "alpha"}\n'
+        '{"doc_id": "b", "text": "beta", "tenant": "acme"}\n'
+        '{"doc_id": "c", "text": "gamma", "tenant": "globex"}\n')
+    (tmp_path / "queries.jsonl").write_text(
+        '{"query_id": "q1", "query": "alpha?", "relevant_document_ids": ["a"]}\n')
+    cache = tmp_path / "cache"
+    cfg = compose_cfg(["dataset=golden", f"dataset.corpus={tmp_path / 'corpus.jsonl'}",
+                       f"dataset.queries={tmp_path / 'queries.jsonl'}", "filters=entitlement",
+                       f"cache_dir={cache}", "embedder=static_l3"])
+    with pytest.raises(EntitlementError) as err:
+        run(cfg, tmp_path / "run")
+    assert err.value.one_line() == (
+        "dataset 'golden:queries': document 'b' (and 1 more) has a tenant ('acme', 'globex'), "
+        "but queries carry no caller tenant, so the entitlement filter cannot check tenant "
+        "isolation; drop the documents' tenant field, model tenants as allowed_roles, or "
+        "run with filters=none")
+    artifacts = [p for p in cache.rglob("*") if p.is_file()] if cache.exists() else []
+    assert not [p for p in artifacts if "embed" in str(p) or "chunk" in str(p)], artifacts
+

@@ -186,3 +186,16 @@ def test_streamed_index_size_equals_the_serialised_size(factory: str) -> None:
     index.train(x)
     index.add(x)
     assert serialized_bytes(faiss, index) == faiss.serialize_index(index).nbytes
+
+
+@pytest.mark.parametrize("index", ["flat", "hnsw", "ivf_flat", "torch_flat"])
+def test_empty_query_params_is_a_config_error(index: str, compose_cfg) -> None:
+    # issue 18: index.query_params=[] ran silently with the defaults
+    with pytest.raises(ConfigError) as err:
+        build(compose_cfg([f"index={index}", "index.query_params=[]"]).index, "index",
+              device="cpu")
+    assert err.value.key == "index.query_params" and "[{}]" in err.value.message
+
+
+def test_omitted_query_params_is_the_default_setting() -> None:
+    assert FaissIndex(factory="HNSW32").query_params() == [{}]

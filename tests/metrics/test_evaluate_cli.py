@@ -90,6 +90,10 @@ def test_malformed_input_is_one_line_with_file_and_line(
     (["-m", "P"], "needs a cutoff, e.g. P.10"),
     (["-m", "bogus@3"], "valid metrics: ndcg[@K] (ndcg_cut/ndcg)"),
     (["-m", "ann_recall@10"], "valid metrics"),
+    # issue 18: a cutoff too large for an integer was an OverflowError traceback
+    (["-m", "map@99999999999999999999"], "the cutoff must be <= 2147483647"),
+    (["-m", "P.5,99999999999999999999"], "the cutoff must be <= 2147483647"),
+    (["-m", "ndcg@" + "9" * 5000], "the cutoff must be <= 2147483647"),
     (["-M", "0"], "max-docs"),
     (["-c", "--averaging", "bench"], "contradicts"),
     (["--relevance-level", "0"], "relevance-level"),
@@ -238,3 +242,22 @@ def test_odd_numbers_are_read_like_trec_eval(tmp_path: Path,
     q, r = _bytes_files(tmp_path, Q, run)
     out = _json(capsys, q, r, "-m", "mrr", "--per-query")
     assert out["per_query"] == {"q1": {"mrr": 1 / 2}, "q2": {"mrr": 1.0}}
+
+
+# issue 18: a first qrels line whose columns mix tabs and spaces was refused ("found 2 columns")
+MIXED_QRELS = "q1\t0 d1 1\nq1 0\td2\t0\nq2  \t0\t d3 \t 2\nq3\t0 d9\t0\n"
+MIXED_RUN = "q1 Q0\td2 1\t0.9 t\nq1\tQ0 d1 2 0.5\tt\nq2 Q0 d3\t1 0.1 t\n"
+
+
+@pytest.mark.parametrize("qrels,run", [(MIXED_QRELS, RUN), (QRELS, MIXED_RUN),
+                                       (MIXED_QRELS, MIXED_RUN),
+                                       (QRELS.replace(" ", "\t"), RUN.replace(" ", " \t "))])
+def test_columns_split_on_any_whitespace_mix(qrels: str, run: str, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    spaced = _json(capsys, *_files(tmp_path, QRELS, RUN), "-m", "ndcg@10", "map", "mrr",
+                   "precision@2", "-q")
+    (tmp_path / "mixed").mkdir()
+    mixed = _json(capsys, *_files(tmp_path / "mixed", qrels, run), "-m", "ndcg@10", "map",
+                  "mrr", "precision@2", "-q")
+    assert mixed == spaced
+    assert spaced["per_query"]["q1"]["mrr"] == 1 / 2 and spaced["num_queries"] == 2

@@ -26,11 +26,18 @@ def test_parse_metric() -> None:
     ("bogus", "valid metrics"), ("hit_rate", "needs a cutoff"), ("success", "needs a cutoff"),
     ("Rprec.5", "no cutoff"), ("r_precision@5", "no cutoff"),
     ("recall@0", ">= 1"), ("NDCG@10", "unknown"),
+    ("map@2147483648", "<= 2147483647"), ("recall_99999999999999999999", "<= 2147483647"),
+    ("ndcg@" + "9" * 5000, "<= 2147483647"), ("map@\u0661", "unknown"),
 ])
 def test_bad_names(name: str, words: str) -> None:
     with pytest.raises(UnknownMetricError, match=words):
         parse_metric(name)
     assert find_metric(name) is None
+
+
+def test_largest_cutoff_and_leading_zeros() -> None:
+    assert parse_metric("map@2147483647").k == 2**31 - 1
+    assert parse_metric("map@" + "0" * 30 + "5").name == "map@5"
 
 
 def test_every_kernel_family_is_registered_once() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.metrics.trec_io import read_qrels, read_run
+from bench.metrics.trec_io import detect_qrels_format, read_qrels, read_run
 
 
 def test_scores_parse_exactly_like_python(tmp_path: Path) -> None:
@@ -100,3 +100,22 @@ def test_error_line_is_global_with_pieces() -> None:
     out = cpu.scan_trec_lines(buf, np.int64(6), np.int64(0), np.int64(0), np.int64(2),
                               np.int64(4), False, np.int64(3), np.int64(5), np.int64(4))
     assert (out[9], out[10]) == (301, 3)
+
+
+def test_qrels_format_from_a_mixed_whitespace_first_line(tmp_path: Path) -> None:
+    cases = {
+        "q1\t0 d1 1\n": ("trec", False),  # trec_eval reads any whitespace run
+        "q1 0\td1\t1\n": ("trec", False),
+        "q1\t0\td1 1\n": ("trec", False),
+        "q1\tQ0 d1 1\n": ("trec", False),
+        "q1\td1\t1\n": ("beir", False),
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\n": ("beir", True),
+        # a BEIR corpus id may hold a space: three tab columns, not an iteration column
+        "q1\tdoc one\t1\n": ("beir", False),
+    }
+    for i, (text, want) in enumerate(cases.items()):
+        (tmp_path / f"q{i}").write_text(text)
+        assert detect_qrels_format(tmp_path / f"q{i}") == want, text
+    (tmp_path / "spaced").write_text("q1\tdoc one\t1\n")
+    qrels = read_qrels(tmp_path / "spaced")
+    assert qrels.query_ids == ("q1",) and qrels.doc_ids.tolist() == [b"doc one"]
