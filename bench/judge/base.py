@@ -15,8 +15,8 @@ backend failed, or the answer itself was never generated); ``not_applicable`` (e
 correctness on an answerable query).
 
 Adding a judge: subclass ``bench.judge.llm.LLMJudge`` (or implement ``Judge``) in a module
-here, declare its metric names in ``bench/metrics/registry.py``, add
-``conf/judge/<name>.yaml`` and a name in ``bench.judge.suite.JUDGES``.
+here, declare its metric names in ``bench/metrics/registry.py`` and add
+``conf/judge/<name>.yaml`` (the suite finds a pointwise judge there by its file name).
 """
 
 from __future__ import annotations

@@ -1,33 +1,46 @@
-"""Several pointwise judges run as one stage, sharing a judge model and retry options."""
+"""Several pointwise judges run as one stage, sharing a judge model and retry options.
+
+A judge's name is its option's file name, as everywhere: ``conf/judge/<name>.yaml`` names its
+class in ``_target_`` (no second registry). A suite member must be a pointwise judge
+(``bench.judge.llm.LLMJudge``); the pairwise judge compares configs and runs on its own.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
-from bench.config.build import OptionError
+from bench.config.build import OptionError, target_of
 from bench.generation.base import Generator
 from bench.judge.base import JudgeItem, Verdict
-from bench.judge.citations import CitationJudge
-from bench.judge.context_relevance import ContextRelevanceJudge
-from bench.judge.faithfulness import FaithfulnessJudge
 from bench.judge.llm import LLMJudge
-from bench.judge.refusal import RefusalJudge
-from bench.judge.relevancy import AnswerRelevancyJudge
 from bench.metrics.base import QueryValue
 
-#: pointwise judges by name (the pairwise judge compares configs and runs on its own)
-JUDGES: dict[str, type[LLMJudge]] = {
-    "faithfulness": FaithfulnessJudge,
-    "answer_relevancy": AnswerRelevancyJudge,
-    "context_relevance": ContextRelevanceJudge,
-    "citations": CitationJudge,
-    "refusal": RefusalJudge,
-}
+#: where the judge options live (``conf/judge/<name>.yaml``)
+JUDGE_CONF = Path(__file__).resolve().parents[2] / "conf" / "judge"
+#: options of the judge group that are not judges
+NOT_MEMBERS = ("none", "suite", "pairwise")
+
+
+def pointwise_judges() -> dict[str, type[LLMJudge]]:
+    """Every pointwise judge option by name: ``conf/judge/<name>.yaml`` whose ``_target_`` is
+    an ``LLMJudge``."""
+    from omegaconf import OmegaConf
+
+    out: dict[str, type[LLMJudge]] = {}
+    for path in sorted(JUDGE_CONF.glob("*.yaml")):
+        if path.stem in NOT_MEMBERS:
+            continue
+        cls = target_of(OmegaConf.load(path), f"judge={path.stem}")
+        if isinstance(cls, type) and issubclass(cls, LLMJudge):
+            out[path.stem] = cls
+    return out
 
 
 class JudgeSuite:
-    """``judges``: names from :data:`JUDGES`, run in that order; the other options are those
-    of ``bench.judge.llm.LLMJudge`` and apply to every judge."""
+    """``judges``: pointwise judge options by name (``conf/judge/<name>.yaml``), run in that
+    order; the other options are those of ``bench.judge.llm.LLMJudge`` and apply to every
+    judge."""
 
     name = "suite"
 
@@ -36,12 +49,13 @@ class JudgeSuite:
                                           "context_relevance", "citations", "refusal"),
                  max_retries: int = 2, max_tokens: int = 512, temperature: float = 0.0,
                  seed: int = 0, feedback: bool = True) -> None:
-        unknown = [j for j in judges if j not in JUDGES]
+        known = pointwise_judges()
+        unknown = [j for j in judges if j not in known]
         if unknown or not judges:
-            raise OptionError("judges", f"unknown {unknown}; choose from {sorted(JUDGES)}")
+            raise OptionError("judges", f"unknown {unknown}; choose from {sorted(known)}")
         if len(set(judges)) != len(judges):
             raise OptionError("judges", "a judge is listed twice")
-        self.judges = [JUDGES[j](generator=generator, max_retries=max_retries,
+        self.judges = [known[j](generator=generator, max_retries=max_retries,
                                  max_tokens=max_tokens, temperature=temperature, seed=seed,
                                  feedback=feedback) for j in judges]
         self.metrics = tuple(m for j in self.judges for m in j.metrics)

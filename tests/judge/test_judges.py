@@ -16,7 +16,7 @@ from bench.judge.context_relevance import ContextRelevanceJudge
 from bench.judge.pairwise import PairwisePreferenceJudge
 from bench.judge.refusal import RefusalJudge
 from bench.judge.relevancy import AnswerRelevancyJudge
-from bench.judge.suite import JUDGES, JudgeSuite
+from bench.judge.suite import JudgeSuite, pointwise_judges
 from bench.metrics.registry import parse_metric
 
 CTX = Context("q1", "What is X?", (
@@ -27,7 +27,7 @@ CTX = Context("q1", "What is X?", (
 
 
 def test_every_judge_metric_is_registered() -> None:
-    for cls in (*JUDGES.values(), PairwisePreferenceJudge):
+    for cls in (*pointwise_judges().values(), PairwisePreferenceJudge):
         for m in cls.metrics:  # type: ignore[attr-defined]
             assert parse_metric(m).higher_is_better
 
@@ -191,3 +191,9 @@ def test_rows_for_per_query_parquet() -> None:
         ("q1", "refusal_correct", 0.0, "not_applicable"),
         ("q2", "refusal_correct", 0.0, "error"),
     ]
+
+
+def test_the_suite_finds_its_judges_by_option_file_name() -> None:
+    # no second registry: conf/judge/<name>.yaml is the name
+    assert set(pointwise_judges()) == {"faithfulness", "answer_relevancy", "context_relevance",
+                                       "citations", "refusal"}

@@ -79,9 +79,9 @@ def test_every_judge_schema_compiles_for_guided_decoding() -> None:
     xgr = pytest.importorskip("xgrammar")
     from bench.judge.llm import LLMJudge
     from bench.judge.pairwise import PairwisePreferenceJudge
-    from bench.judge.suite import JUDGES
+    from bench.judge.suite import pointwise_judges
 
-    classes: list[type[LLMJudge]] = [*JUDGES.values(), PairwisePreferenceJudge]
+    classes: list[type[LLMJudge]] = [*pointwise_judges().values(), PairwisePreferenceJudge]
     for cls in classes:
         for model in cls.schemas():
             assert xgr.Grammar.from_json_schema(schema_text(model)) is not None
