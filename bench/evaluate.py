@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.docs import EVALUATE, METRICS
 from bench.errors import InputError
 from bench.metrics.base import DuplicateDocError, Evaluation
 from bench.metrics.cli import OneLineParser, UsageError, format_table, run_cli
@@ -47,6 +48,9 @@ def _epilog() -> str:
     lines.append("")
     lines.append("Input as trec_eval reads it: columns split on any whitespace, blank lines "
                  "and lines starting with # skipped, run columns after the sixth ignored.")
+    lines.append("")
+    lines.append(EVALUATE.help_line())
+    lines.append(METRICS.help_line())  # the definitions and averaging modes
     return "\n".join(lines)
 
 

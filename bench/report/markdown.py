@@ -246,9 +246,10 @@ class MarkdownReport:
         if not r.decisions:
             return []
         lines = ["## Hard filter or soft boost?", "",
-                 "Pre-registered rule (METRICS.md): hard only when the paired lower CI bound of "
-                 "the precision gain (hard − soft) reaches the minimum AND the hard filter's "
-                 "false-exclusion rate is within epsilon AND the recall loss is within bound.",
+                 "Pre-registered rule (METRICS.md): hard only when the paired lower CI "
+                 "bound of the precision gain (hard − soft) reaches the minimum AND the hard "
+                 "filter's false-exclusion rate is within epsilon AND the recall loss is within "
+                 "bound.",
                  "", "| lane | choice | precision gain (95 % CI) | false-exclusion rate | "
                  "recall hard / soft | why |", "|---|---|---|---:|---|---|"]
         for d in r.decisions:
