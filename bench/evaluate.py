@@ -2,7 +2,7 @@
 
 Per-query values equal trec_eval's / pytrec_eval's. Metric names are ours (``ndcg@10``) or
 trec_eval's (``ndcg_cut.10``, ``P_5``, ``P.5,10,20``). Which queries a mean is taken over is
-``--averaging`` (/work/shared/METRICS.md), named in every output: ``bench`` (qrels queries with
+``--averaging`` (docs/metrics.md), named in every output: ``bench`` (qrels queries with
 >= 1 relevant doc; a query without a run scores 0 and is counted), ``trec_eval`` (trec_eval's
 default: queries in both files, all-non-relevant ones scoring 0), ``trec_eval_c`` (``-c``:
 every qrels query). Input errors print ``file:line: what is wrong`` and exit 2.
