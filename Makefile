@@ -1,11 +1,11 @@
 # The two commands of README.md:
 #   make bench   set up, build the default dataset, run the default experiment
-#   make test    set up, run the test suite and linters
+#   make test    set up, run the test suite, the linters and the strict docs build
 PY := .venv/bin/python
 DATA_DIR ?= .data
 EXPERIMENT ?= quickstart
 
-.PHONY: setup data bench test lint gpu-check setup-vllm clean-cache
+.PHONY: setup data bench test lint docs gpu-check setup-vllm clean-cache
 
 setup:
 	scripts/setup.sh
@@ -27,6 +27,12 @@ test: setup
 lint:
 	.venv/bin/ruff check bench kernels tests scripts
 	.venv/bin/mypy bench kernels/bench_kernels
+	$(MAKE) --no-print-directory docs
+
+# the documentation site into site/ (git-ignored); --strict: a broken link, a missing page or
+# an anchor that does not exist fails the build. `.venv/bin/mkdocs serve` previews it.
+docs:
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
 
 gpu-check: setup
 	scripts/gpu_check.sh

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.docs import GENERATION
 from bench.errors import InputError
 from bench.judge.base import OK, Verdict
 from bench.metrics.cli import OneLineParser, format_table, run_cli
@@ -159,7 +160,8 @@ def verdict_rows(verdicts: Iterable[Verdict], metric: str, *, threshold: float =
 
 
 def _parser() -> OneLineParser:
-    p = OneLineParser(prog="python -m bench.calibrate", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m bench.calibrate", description=__doc__.splitlines()[0],
+                      epilog=GENERATION.help_line())
     p.add_argument("labels", type=Path, help="human labels JSONL (query_id, judge, label, "
                                              "category)")
     p.add_argument("verdicts", type=Path, help="judge verdicts JSONL (query_id, judge, label, "

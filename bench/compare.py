@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.docs import COMPARE
 from bench.errors import InputError
 from bench.metrics.cli import OneLineParser, UsageError, format_table, run_cli
 from bench.metrics.registry import find_metric
@@ -196,7 +197,8 @@ def _table(result: dict[str, object]) -> str:
 
 
 def _parser() -> OneLineParser:
-    p = OneLineParser(prog="python -m bench.compare", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m bench.compare", description=__doc__.splitlines()[0],
+                      epilog=COMPARE.help_line())
     p.add_argument("run_a", type=Path)
     p.add_argument("run_b", type=Path)
     p.add_argument("--config-a", help="config id or label (configs.parquet) of run A")

@@ -2,7 +2,7 @@
 
 Per-query values equal trec_eval's / pytrec_eval's. Metric names are ours (``ndcg@10``) or
 trec_eval's (``ndcg_cut.10``, ``P_5``, ``P.5,10,20``). Which queries a mean is taken over is
-``--averaging`` (/work/shared/METRICS.md), named in every output: ``bench`` (qrels queries with
+``--averaging`` (docs/metrics.md), named in every output: ``bench`` (qrels queries with
 >= 1 relevant doc; a query without a run scores 0 and is counted), ``trec_eval`` (trec_eval's
 default: queries in both files, all-non-relevant ones scoring 0), ``trec_eval_c`` (``-c``:
 every qrels query). Input errors print ``file:line: what is wrong`` and exit 2.
@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.docs import EVALUATE, METRICS
 from bench.errors import InputError
 from bench.metrics.base import DuplicateDocError, Evaluation
 from bench.metrics.cli import OneLineParser, UsageError, format_table, run_cli
@@ -47,6 +48,9 @@ def _epilog() -> str:
     lines.append("")
     lines.append("Input as trec_eval reads it: columns split on any whitespace, blank lines "
                  "and lines starting with # skipped, run columns after the sixth ignored.")
+    lines.append("")
+    lines.append(EVALUATE.help_line())
+    lines.append(METRICS.help_line())  # the definitions and averaging modes
     return "\n".join(lines)
 
 

@@ -7,6 +7,8 @@ import re
 import textwrap
 from pathlib import Path
 
+from bench.docs import EXPERIMENTS, GETTING_STARTED
+
 INTRO = """\
 bench: measure retrieval-augmented generation stage by stage (data -> chunking -> embedding
 -> index -> retrieval -> metrics -> report) on the same golden queries, with per-query values,
@@ -38,4 +40,5 @@ def intro(conf_dir: str | Path) -> str:
     files = sorted(Path(conf_dir, "experiment").glob("*.yaml"))
     width = max((len(f.stem) for f in files), default=0)
     rows = [f"  {f.stem.ljust(width)}  {describe(f)}" for f in files]
-    return "\n".join([INTRO, "experiments (+experiment=NAME):", *rows, ""])
+    return "\n".join([INTRO, "experiments (+experiment=NAME):", *rows, "",
+                      GETTING_STARTED.help_line(), EXPERIMENTS.help_line(), ""])

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from bench.cache.maintenance import du, gc, heal, read_keep, verify
 from bench.cache.store import ArtifactStore
+from bench.docs import CACHE
 from bench.errors import BenchError
 
 
@@ -28,7 +29,8 @@ def _mib(n: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.cache", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.cache", description=__doc__.split("\n")[0],
+                                epilog=CACHE.help_line())
     p.add_argument("--root", type=Path,
                    default=Path(os.environ.get("BENCH_CACHE_DIR", ".cache/bench")))
     sub = p.add_subparsers(dest="cmd", required=True)

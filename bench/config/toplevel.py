@@ -146,7 +146,8 @@ def check_metrics(m: Any) -> list[str]:
         names.append(canonical)
     _check_int("metrics.relevance_level", m.relevance_level, 1, MAX_INT32)
     if isinstance(m.bootstrap_resamples, int) and m.bootstrap_resamples < 100:
-        raise ConfigError("metrics.bootstrap_resamples", "must be >= 100 (METRICS.md asks 1000)")
+        raise ConfigError("metrics.bootstrap_resamples",
+                          "must be >= 100 (docs/metrics.md asks 1000)")
     _check_int("metrics.bootstrap_resamples", m.bootstrap_resamples, 100, MAX_RESAMPLES)
     conf = _check_number("metrics.confidence", m.confidence)
     if not 0.5 < conf < 1.0:

@@ -2,7 +2,7 @@
 
 A filter takes the candidate pool (``Hits``, one slice per query in ``dataset.queries``
 order) and returns a ``FilterOutcome``: the filtered (hard) or re-scored and re-ordered (soft)
-pool plus the counts METRICS.md asks for ("Fusion and filters"):
+pool plus the counts docs/metrics.md asks for ("Fusion and filters"):
 
 * Entitlement is a HARD filter, always: a caller never sees a document outside its roles.
   ``unauthorized_hits`` is re-counted over the output by an independent implementation and
@@ -32,7 +32,7 @@ from bench.errors import BenchError
 from bench.metrics.setlevel import EmptyDenominatorError, ExclusionRates
 from bench.retrieval.base import Hits
 
-#: Default grade at which a qrels entry counts as gold (METRICS.md: grade >= 1 is relevant).
+#: Default grade at which a qrels entry counts as gold (docs/metrics.md: grade >= 1 is relevant).
 RELEVANT_GRADE = 1
 
 
@@ -62,7 +62,7 @@ class FilterOutcome:
     excluded_per_query: np.ndarray  # int32 [n_queries]
 
     def exclusion_rates(self) -> ExclusionRates:
-        """False-exclusion rates over queries and over docs (METRICS.md).
+        """False-exclusion rates over queries and over docs (docs/metrics.md).
 
         query rate = excluded_gold_queries / eligible_gold_queries; doc rate = excluded gold
         docs / eligible gold docs. Raises ``EmptyDenominatorError`` when no query has eligible

@@ -1,4 +1,4 @@
-"""Hard predicate or soft boost? The pre-registered rule of METRICS.md.
+"""Hard predicate or soft boost? The pre-registered rule of docs/metrics.md.
 
 Use hard only when ALL three hold:
 1. the lower bound of the paired bootstrap CI of the precision gain (hard - soft, per query,

@@ -1,6 +1,6 @@
 """Entitlement: drop every candidate the query's caller may not see (always a hard filter).
 
-Two implementations of the same rule on purpose (METRICS.md: entitlement "is checked
+Two implementations of the same rule on purpose (docs/metrics.md: entitlement "is checked
 independently"): ``entitle`` filters with a vectorised role matrix, ``count_unauthorized``
 re-checks the output document by document with the reference rule ``visible``. A bug in one
 shows up as ``unauthorized_hits > 0`` instead of a silent leak.

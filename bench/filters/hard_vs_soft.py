@@ -1,5 +1,5 @@
 """Run the metadata filter both ways — hard predicate and soft boost — on every lane, and
-decide between them with the pre-registered rule of METRICS.md."""
+decide between them with the pre-registered rule of docs/metrics.md."""
 
 from __future__ import annotations
 

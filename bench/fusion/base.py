@@ -5,7 +5,7 @@ lexical one, and returns one fused ``Hits``. A ``Fusion`` lists its ``variants``
 convex alpha x normalisation): every variant is applied to the SAME two pools, so sweeping
 fusion weights never searches again (STYLE point 3).
 
-Ranks and ordering (METRICS.md "Fusion and filters"): each input lane is first put in trec_eval
+Ranks and ordering (docs/metrics.md "Fusion and filters"): each input lane is first put in trec_eval
 order (float32 score desc, external doc id desc); rank 1 is its first document. The fused
 ranking of every query is ordered by the same rule on the fused float32 score, so pipeline
 metrics equal those of the exported TREC run file. ``id_key[doc_idx]`` is the byte-order rank

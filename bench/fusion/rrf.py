@@ -1,4 +1,4 @@
-"""Reciprocal rank fusion (Cormack et al. 2009), as METRICS.md defines it.
+"""Reciprocal rank fusion (Cormack et al. 2009), as docs/metrics.md defines it.
 
 score(d) = sum over lanes of 1 / (k + rank(d)), rank from 1; a lane without d adds nothing.
 Terms are float64 and the fused score is rounded to float32 once, before ordering, exactly as

@@ -1,4 +1,4 @@
-"""Exact top-k (the ANN reference) and tie-tolerant ANN recall against it (METRICS.md).
+"""Exact top-k (the ANN reference) and tie-tolerant ANN recall against it (docs/metrics.md).
 
 The reference is brute-force inner product, computed once per dataset x embedder and cached by
 the caller. Recall follows ann-benchmarks: per query, |ANN top-k ∩ exact top-k| / k, where a

@@ -1,4 +1,4 @@
-"""Deterministic answer checks, run before any LLM judge (METRICS.md "Generation and judges").
+"""Deterministic answer checks, run before any LLM judge (docs/metrics.md "Generation and judges").
 
 Every check returns one :class:`~bench.metrics.base.QueryValue` per (query, metric) with a
 status; nothing here returns NaN. Definitions (the tests hold worked examples of each):
@@ -468,7 +468,7 @@ class AnswerChecks:
 
     def abstention(self, items: Sequence[AnswerItem],
                    values: Sequence[QueryValue] | None = None) -> AbstentionReport:
-        """Abstention precision / recall / coverage / answered accuracy (METRICS.md), reusing
+        """Abstention precision / recall / coverage / answered accuracy (docs/metrics.md), reusing
         :func:`bench.metrics.setlevel.abstention_scores`. ``values``: the output of
         :meth:`score` for ``items`` (computed when omitted)."""
         values = self.score(items) if values is None else values

@@ -144,7 +144,7 @@ class Evaluation:
     averaging: str = "bench"
 
     def aggregate(self) -> dict[str, float]:
-        """Mean of each metric over the expected queries (METRICS.md); needs >= 1 query."""
+        """Mean of each metric over the expected queries (docs/metrics.md); needs >= 1 query."""
         if self.num_queries == 0:
             raise ValueError(f"no query to average over ({self.averaging} averaging)")
         return {name: float(np.mean(v)) for name, v in self.values.items()}

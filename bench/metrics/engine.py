@@ -1,7 +1,7 @@
 """Ranking evaluation, trec_eval ordering and RRF fusion on flat arrays.
 
 ``evaluate(qrels, run, metrics)`` equals pytrec_eval per query (ties and graded qrels included)
-and aggregates by /work/shared/METRICS.md. The heavy work is one kernel call (``bench_kernels``,
+and aggregates by docs/metrics.md. The heavy work is one kernel call (``bench_kernels``,
 CPU or CUDA by ``device``); this module only prepares arrays, vectorised.
 """
 
@@ -19,7 +19,7 @@ from bench_kernels import api
 
 __all__ = ["AVERAGING", "Averaging", "Evaluation", "Qrels", "Run", "evaluate", "rank", "rrf"]
 
-#: Which queries a mean is taken over (/work/shared/METRICS.md):
+#: Which queries a mean is taken over (docs/metrics.md):
 #: ``bench`` qrels queries with >= 1 relevant doc; a query without a run scores 0 (counted);
 #: ``trec_eval`` trec_eval's default: qrels queries that also have a run, all-non-relevant
 #: ones included (scoring 0); ``trec_eval_c`` trec_eval ``-c``: every qrels query, a query

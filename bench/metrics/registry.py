@@ -251,7 +251,7 @@ def _ranking(family: str, cutoff: Cutoff, description: str) -> None:
     )
 
 
-# Ranking metrics (trec_eval semantics; see /work/shared/METRICS.md).
+# Ranking metrics (trec_eval semantics; see docs/metrics.md).
 _ranking("ndcg", "optional", "nDCG, linear gain (trec_eval ndcg_cut at K; uncut = trec_eval ndcg)")
 _ranking("ndcg_exp", "required", "nDCG@K with 2^rel - 1 gain")
 _ranking("recall", "required", "|rel in top K| / |rel|")

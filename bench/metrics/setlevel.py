@@ -1,4 +1,4 @@
-"""Set-level metrics of METRICS.md: filter exclusions, predicates, abstention, ANN recall.
+"""Set-level metrics of docs/metrics.md: filter exclusions, predicates, abstention, ANN recall.
 
 These are ratios of counts over a whole set, not means of per-query values. Each result keeps
 its counts so a report can show n. Filter exclusion rates raise ``EmptyDenominatorError`` when
@@ -148,7 +148,7 @@ def ann_recall(
     *,
     device: str = "cpu",
 ) -> np.ndarray:
-    """Per-query tie-tolerant ANN recall@k (METRICS.md; ann-benchmarks' rule at 1e-6).
+    """Per-query tie-tolerant ANN recall@k (docs/metrics.md; ann-benchmarks' rule at 1e-6).
 
     2-D inputs, one row per query: the ANN's returned ids with their EXACT distances
     (smaller = closer; recompute quantised distances first) and the flat index's top-k.

@@ -1,7 +1,7 @@
 """Statistics of per-query values: bootstrap CIs, paired comparisons, Holm, category averages.
 
 All resampling is seeded and runs in ``bench_kernels`` (counter-based RNG: the same seed gives
-the same numbers on any thread count or device). Conventions: /work/shared/METRICS.md
+the same numbers on any thread count or device). Conventions: docs/metrics.md
 ("Statistics and reports").
 """
 
@@ -40,7 +40,7 @@ class PairedComparison:
 
 @dataclass(frozen=True)
 class CompletionAccounting:
-    """Where every expected query went (METRICS.md): reported with every result."""
+    """Where every expected query went (docs/metrics.md): reported with every result."""
 
     expected: int
     scored: int

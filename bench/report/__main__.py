@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.docs import REPORTS
 from bench.metrics.cli import OneLineParser, run_cli
 from bench.metrics.registry import parse_metric
 from bench.report import content, html
@@ -21,7 +22,8 @@ from bench.results.write import atomic_write_bytes
 
 def _body(argv: Sequence[str] | None) -> int:
     p = OneLineParser(prog="python -m bench.report",
-                      description="Merge run dirs into one report (md, html, png, tensorboard).")
+                      description="Merge run dirs into one report (md, html, png, tensorboard).",
+                      epilog=REPORTS.help_line())
     p.add_argument("dirs", nargs="+", type=Path, help="run dirs or multirun folders")
     p.add_argument("--out", type=Path, default=None, help="output folder")
     p.add_argument("--metrics", nargs="+", default=None, help="quality metrics to show")

@@ -142,7 +142,7 @@ NOTE = ("Δ = config − exact reference, paired per query on the answered queri
         "compared with the reference). Faithfulness leaves out answers with no claims "
         "(no_claims) and verdicts that failed the judge's schema after its retries (invalid): "
         "both counted, never scored. ANN recall@10 is tie-tolerant, vs the exact top-10 chunks "
-        "(METRICS.md); ANN recall@10 and nDCG@10 are over every query with a relevant "
+        "(docs/metrics.md); ANN recall@10 and nDCG@10 are over every query with a relevant "
         "document, not only the answered subset.")
 
 

@@ -18,7 +18,7 @@ from bench.results.records import Comparison, SummaryRow
 from bench.results.write import atomic_write_bytes
 from bench.telemetry.base import ResourceSample, StageTiming
 
-#: p99 from fewer samples than this is flagged (METRICS.md)
+#: p99 from fewer samples than this is flagged (docs/metrics.md)
 MIN_P99_SAMPLES = 100
 
 
@@ -248,9 +248,10 @@ class MarkdownReport:
         if not r.decisions:
             return []
         lines = ["## Hard filter or soft boost?", "",
-                 "Pre-registered rule (METRICS.md): hard only when the paired lower CI bound of "
-                 "the precision gain (hard − soft) reaches the minimum AND the hard filter's "
-                 "false-exclusion rate is within epsilon AND the recall loss is within bound.",
+                 "Pre-registered rule (docs/metrics.md): hard only when the paired lower CI "
+                 "bound of the precision gain (hard − soft) reaches the minimum AND the hard "
+                 "filter's false-exclusion rate is within epsilon AND the recall loss is within "
+                 "bound.",
                  "", "| lane | choice | precision gain (95 % CI) | false-exclusion rate | "
                  "recall hard / soft | why |", "|---|---|---|---:|---|---|"]
         for d in r.decisions:

@@ -1,4 +1,4 @@
-"""Pareto fronts over configs (METRICS.md), with confidence intervals and statistical ties.
+"""Pareto fronts over configs (docs/metrics.md), with confidence intervals and statistical ties.
 
 **On the front**: no other config is at least as good on every objective and strictly better
 on one (:func:`pareto_front`, point estimates).

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from bench.docs import REPORTS
 from bench.errors import BenchError
 from bench.report import ann_answers
 from bench.report.jobs import EXIT_SWEEP_INCOMPLETE, read_status
@@ -416,7 +417,10 @@ def finish_after_launcher_error(exc: BaseException) -> int | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.report.sweep")
+    parser = argparse.ArgumentParser(prog="python -m bench.report.sweep",
+                                     description="Rebuild a sweep's report from its jobs' result "
+                                                 "files.",
+                                     epilog=REPORTS.help_line())
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument("--metric", default="ndcg@10")
     parser.add_argument("--x-key", default=None, help="swept numeric key to plot against")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: per-(query, metric) statuses (METRICS.md completion accounting). ``scored`` and
+#: per-(query, metric) statuses (docs/metrics.md completion accounting). ``scored`` and
 #: ``missing_run`` (an empty ranking, scored 0 as trec_eval -c) carry a value; the others do not
 STATUSES = ("scored", "missing_run", "timeout", "invalid", "no_claims", "pruned", "failed")
 VALUED = ("scored", "missing_run")
@@ -160,7 +160,7 @@ class GenerationSummary:
 
     Latencies are over the answers whose generation succeeded (ms); ``tpot`` is each answer's
     mean time per output token after the first, ``itl`` pools every inter-token gap. Abstention
-    figures follow METRICS.md (precision / recall over must-abstain queries, coverage = share
+    figures follow docs/metrics.md (precision / recall over must-abstain queries, coverage = share
     answered, answered accuracy over answered queries whose correctness is known); None where
     the denominator is empty. ``judge_schema_valid`` / ``judge_calls``: judge calls whose FIRST
     raw output passed the schema and validator, before any retry.

@@ -86,7 +86,7 @@ def hash_row(a, i):  # type: ignore[no-untyped-def]
 
 
 def metric_value(family, k, grades, g0, m, num_rel, ideal, i0, n_ideal, level):  # type: ignore[no-untyped-def]
-    """One metric of one query (trec_eval semantics, see /work/shared/METRICS.md).
+    """One metric of one query (trec_eval semantics, see docs/metrics.md).
 
     ``grades[g0:g0+m]``: grade of each retrieved doc in rank order (``UNJUDGED`` if absent
     from the qrels). ``ideal[i0:i0+n_ideal]``: the query's judged grades sorted descending.

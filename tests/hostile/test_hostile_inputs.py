@@ -1,7 +1,7 @@
 """Hostile inputs, table-driven, over every entry point.
 
 Each case writes its files into a fresh folder, runs one entry point and asserts what
-shared/STYLE.md promises for bad input: exit code 2, exactly one line on stderr that names the
+docs/concepts.md promises for bad input: exit code 2, exactly one line on stderr that names the
 config key or ``file:line``, no traceback, and no result presented as complete (no
 ``run.json`` / ``summary.parquet`` in the run folder).
 

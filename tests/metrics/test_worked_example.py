@@ -1,4 +1,4 @@
-"""The worked example of /work/shared/METRICS.md, computed by hand."""
+"""The worked example of docs/metrics.md, computed by hand."""
 
 from __future__ import annotations
 

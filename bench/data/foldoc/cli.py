@@ -35,6 +35,7 @@ from bench.data.foldoc.wordnet import DATA_DIR as WORDNET_DIR
 from bench.data.foldoc.wordnet import LICENSE as WORDNET_LICENSE
 from bench.data.foldoc.wordnet import PACKAGE as WORDNET_PACKAGE
 from bench.data.foldoc.wordnet import WordNet
+from bench.docs import BENCHMARK_CARD
 from bench.errors import BenchError
 
 #: seeds are hashed as text, but numpy-facing code downstream needs them in 64 bits
@@ -159,9 +160,11 @@ def _build_v2(out: Path, *, deb: Path | None, wordnet_deb: Path | None,
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.data.foldoc build --out DIR [--deb PATH] ...``; returns the exit code."""
     parser = _OneLineParser(prog="python -m bench.data.foldoc",
-                            description="Build the FOLDOC RAG benchmark offline.")
+                            description="Build the FOLDOC RAG benchmark offline.",
+                            epilog=BENCHMARK_CARD.help_line())
     sub = parser.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="build DIR/{corpus,queries}.jsonl + manifest.json")
+    b = sub.add_parser("build", help="build DIR/{corpus,queries}.jsonl + manifest.json",
+                       epilog=BENCHMARK_CARD.help_line())
     b.add_argument("--out", required=True, type=Path, help="output folder")
     b.add_argument("--deb", type=Path, help="use this dict-foldoc .deb (default: apt-get it)")
     b.add_argument("--cache-dir", type=Path,

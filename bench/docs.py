@@ -1,0 +1,33 @@
+"""The documentation page of each command, for the last line of its ``--help``.
+
+The pages live in the repository's ``docs/`` (built with ``mkdocs build --strict``); a path
+relative to the repository root is what a user of a clone can open, and the title is what the
+built site shows. ``tests/test_docs.py`` checks that every page exists with that title.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DocsPage:
+    """One page of ``docs/``: its path from the repository root and its title (its ``# H1``)."""
+
+    path: str
+    title: str
+
+    def help_line(self) -> str:
+        """The line a command's ``--help`` ends with."""
+        return f"documentation: {self.path} ({self.title})"
+
+
+GETTING_STARTED = DocsPage("docs/getting-started.md", "Getting started")
+EXPERIMENTS = DocsPage("docs/experiments/index.md", "Experiments")
+METRICS = DocsPage("docs/metrics.md", "Metric conventions")
+EVALUATE = DocsPage("docs/evaluate.md", "Scoring a TREC run")
+COMPARE = DocsPage("docs/compare.md", "Comparing runs")
+REPORTS = DocsPage("docs/reports.md", "Reports and gates")
+CACHE = DocsPage("docs/cache.md", "The cache")
+GENERATION = DocsPage("docs/generation.md", "Generation and judges")
+BENCHMARK_CARD = DocsPage("docs/benchmark-card.md", "The benchmark card")
