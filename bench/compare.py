@@ -72,6 +72,32 @@ def _resolve(path: Path, wanted: str, configs: list[str]) -> str:
     raise UsageError(f"{path} has no config with id or label {wanted!r}; it holds {shown}")
 
 
+def per_query_path(run_dir: Path) -> Path:
+    """``run_dir/per_query.parquet`` (or ``run_dir`` itself when it is the file); InputError
+    when it does not exist."""
+    path = run_dir / "per_query.parquet" if run_dir.is_dir() else run_dir
+    if not path.exists():
+        raise InputError(path, 0, "not found (expected a run dir holding per_query.parquet)")
+    return path
+
+
+def config_ids(run_dir: Path) -> list[str]:
+    """The config ids of a run's per_query.parquet, in file order (the first is the run's
+    baseline: its comparisons pair every other config with it)."""
+    path = per_query_path(run_dir)
+    if "config_id" not in _read_schema(path).names:
+        raise InputError(path, 0, "missing columns ['config_id']")
+    return list(dict.fromkeys(_read(path, ["config_id"]).column("config_id").to_pylist()))
+
+
+def _read_schema(path: Path) -> pa.Schema:
+    try:
+        return pq.read_schema(path)
+    except (pa.ArrowException, OSError, ValueError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise InputError(path, 0, f"not a readable Parquet file ({first})") from None
+
+
 def load_side(run_dir: Path, config_id: str | None, flag: str) -> Side:
     """Rows of one config from ``run_dir/per_query.parquet``.
 
@@ -79,9 +105,7 @@ def load_side(run_dir: Path, config_id: str | None, flag: str) -> Side:
     its label from the run's ``configs.parquet``; the error names the configs present. A
     corrupt file or a NaN value is an InputError (one line).
     """
-    path = run_dir / "per_query.parquet" if run_dir.is_dir() else run_dir
-    if not path.exists():
-        raise InputError(path, 0, "not found (expected a run dir holding per_query.parquet)")
+    path = per_query_path(run_dir)
     table = _read(path)
     missing = [c for c in _COLUMNS if c not in table.column_names]
     if missing:
@@ -122,7 +146,8 @@ def load_side(run_dir: Path, config_id: str | None, flag: str) -> Side:
     )
 
 
-def _paired(a: Side, b: Side, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+def paired_values(a: Side, b: Side, metric: str
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
     """(values A, values B, categories) on shared queries, and the unpaired counts of A and B."""
     ma, mb = a.metric == metric, b.metric == metric
     qa, qb = a.query_id[ma], b.query_id[mb]
@@ -148,7 +173,7 @@ def compare(a: Side, b: Side, metrics: Sequence[str] | None, *, resamples: int, 
     overall: dict[str, dict[str, object]] = {}
     by_cat: dict[str, dict[str, dict[str, object]]] = {}
     for m in shared:
-        va, vb, cats, only_a, only_b = _paired(a, b, m)
+        va, vb, cats, only_a, only_b = paired_values(a, b, m)
         spec = find_metric(m)
         base = {"higher_is_better": spec.higher_is_better if spec else None,
                 "unpaired_a": only_a, "unpaired_b": only_b}

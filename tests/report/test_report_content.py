@@ -153,3 +153,17 @@ def test_header_warns_of_truncated_passages_and_dropped_queries(run_dir: Path) -
 def test_header_is_quiet_without_truncation(run_dir: Path) -> None:
     md = content.render_markdown(content.build(load_runs([run_dir])))
     assert "truncated" not in md and "left out" not in md
+
+
+def test_comparisons_show_the_mde_and_read_older_files_without_it(run_dir: Path) -> None:
+    import pyarrow.parquet as pq
+
+    md = content.render_markdown(content.build(load_runs([run_dir])))
+    assert "| MDE |" in md.replace("MDE | p", "MDE |") and "0.1250" in md
+    assert "no difference as large as the MDE was seen" in md
+    # a schema-2 comparisons.parquet has no mde column: the cell reads "-", with a note
+    path = run_dir / "comparisons.parquet"
+    table = pq.read_table(path)
+    pq.write_table(table.drop_columns(["mde"]), path)
+    md = content.render_markdown(content.build(load_runs([run_dir])))
+    assert "written before schema 3" in md
