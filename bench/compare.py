@@ -8,9 +8,11 @@ overall and per category (category taken from A).
 ``--equivalence MARGIN`` adds TOST (bench.metrics.stats.tost): the (1 - 2 alpha) t interval of
 the delta and whether it lies inside +-MARGIN ("B is equivalent to A within MARGIN").
 
-One more mode reads every config of run or multirun dirs (bench/compare_runs.py):
+Two more modes read every config of run or multirun dirs (bench/compare_runs.py):
 ``--cheapest-equivalent --margin D --metric M ... DIR...``: the cheapest config (``--cost``, a
-configs.parquet column) whose metrics are all TOST-equivalent to the best config's within D.
+configs.parquet column) whose metrics are all TOST-equivalent to the best config's within D;
+``--decide RUN_DIR``: the pre-registered ``decisions`` of the run's config (or ``--rules``),
+bench.metrics.decisions.
 """
 
 from __future__ import annotations
@@ -279,6 +281,13 @@ def _parser() -> OneLineParser:
     p.add_argument("--best", help="the reference config (key or label; default: the best mean "
                                   "on the first --metric)")
     p.add_argument("--scope", default="all", help="all | category:<name> (default all)")
+    p.add_argument("--decide", action="store_true",
+                   help="evaluate the run's pre-registered decisions (its config's 'decisions')")
+    p.add_argument("--rules", type=Path, default=None,
+                   help="with --decide: a YAML/JSON file whose 'decisions' list is evaluated "
+                        "instead of the run's")
+    p.add_argument("--power", type=float, default=0.8,
+                   help="with --decide: power of the n needed by an inconclusive decision")
     return p
 
 
@@ -288,10 +297,13 @@ def _main(argv: Sequence[str] | None) -> int:
         raise UsageError("--resamples must be >= 1")
     if not 0 < args.alpha < 0.5:
         raise UsageError(f"--alpha must be in (0, 0.5), got {args.alpha}")
-    if args.cheapest_equivalent:
+    if args.cheapest_equivalent and args.decide:
+        raise UsageError("--cheapest-equivalent and --decide are separate modes: choose one")
+    if args.cheapest_equivalent or args.decide:
         from bench import compare_runs  # the multi-config modes read whole run dirs
 
-        return compare_runs.cheapest_main(args)
+        return (compare_runs.cheapest_main(args) if args.cheapest_equivalent
+                else compare_runs.decide_main(args))
     if len(args.runs) != 2:
         raise UsageError(f"a comparison takes two run dirs (RUN_A RUN_B), got {len(args.runs)}")
     if args.equivalence is not None and not (math.isfinite(args.equivalence)

@@ -7,7 +7,9 @@ multirun folder contributes every finished job (``bench.report.load.expand``); c
 several runs are keyed ``<run>/<config_id>`` and must come from the same dataset (run.json
 fingerprint), or their queries would not pair.
 
-``--cheapest-equivalent``: ``bench.metrics.equivalence.cheapest_equivalent``.
+``--cheapest-equivalent``: ``bench.metrics.equivalence.cheapest_equivalent``; ``--decide``:
+``bench.metrics.decisions.evaluate_decisions`` on the rules of the run's config (run.json) or
+of a ``--rules`` file, at the run's confidence, resamples and seed.
 """
 
 from __future__ import annotations
@@ -223,3 +225,89 @@ def render_cheapest(r: CheapestEquivalent, cost: str, skipped: Sequence[str] = (
     if skipped:
         parts.append("left out: " + ", ".join(skipped))
     return "\n\n".join(parts)
+
+
+def _rules_source(args: argparse.Namespace, manifest: dict[str, Any]
+                  ) -> tuple[list[Any], str]:
+    """The raw ``decisions`` list and where it came from (the --rules file or run.json)."""
+    if args.rules is None:
+        cfg = manifest.get("config")
+        items = cfg.get("decisions") if isinstance(cfg, dict) else None
+        if not items:
+            raise UsageError(f"{args.runs[0]}/run.json has no 'decisions' in its config: pass "
+                             "--rules FILE (YAML or JSON with a 'decisions' list)")
+        return list(items), "run.json"
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+    from yaml import YAMLError
+
+    if not args.rules.is_file():
+        raise InputError(args.rules, 0, "not found")
+    try:
+        raw = OmegaConf.to_container(OmegaConf.load(args.rules), resolve=True)
+    except (YAMLError, OmegaConfBaseException, UnicodeDecodeError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise InputError(args.rules, 0, f"not readable YAML/JSON ({first})") from None
+    items = raw.get("decisions") if isinstance(raw, dict) else raw
+    if not isinstance(items, list) or not items:
+        raise InputError(args.rules, 0, "expected a non-empty 'decisions' list")
+    return items, str(args.rules)
+
+
+def decide_main(args: argparse.Namespace) -> int:
+    from bench.errors import ConfigError
+    from bench.metrics.decisions import evaluate_decisions, rules_from_config
+
+    if len(args.runs) != 1:
+        raise UsageError(f"--decide takes one run dir, got {len(args.runs)}")
+    if not 0 < args.power < 1:
+        raise UsageError(f"--power must be in (0, 1), got {args.power}")
+    loaded = load_configs(args.runs)
+    manifest = loaded.manifests[0]
+    if len(loaded.manifests) != 1:
+        raise UsageError(f"{args.runs[0]} is a multirun: --decide takes one run (job) dir")
+    items, source = _rules_source(args, manifest)
+    try:
+        rules = rules_from_config(items)
+    except ConfigError as err:
+        if source == "run.json":
+            raise
+        raise InputError(args.rules, 0, f"{err.key}: {err.message}") from None
+    raw_cfg = manifest.get("config")
+    cfg: dict[str, Any] = raw_cfg if isinstance(raw_cfg, dict) else {}
+    raw_metrics = cfg.get("metrics")
+    metrics_cfg: dict[str, Any] = raw_metrics if isinstance(raw_metrics, dict) else {}
+    # the run's own statistics settings, so the verdict rests on the CIs the run reports
+    confidence = float(metrics_cfg.get("confidence", 0.95))
+    resamples = int(metrics_cfg.get("bootstrap_resamples", args.resamples))
+    seed = int(cfg.get("seed", args.seed))
+    by_name: dict[str, ConfigScores] = {c.scores.config_id: c.scores for c in loaded.configs}
+    labels = [c.label for c in loaded.configs]
+    for c in loaded.configs:
+        if labels.count(c.label) == 1:
+            by_name.setdefault(c.label, c.scores)
+    try:
+        records = evaluate_decisions(rules, by_name, resamples=resamples,
+                                     confidence=confidence, seed=seed, power=args.power)
+    except ValueError as err:
+        raise UsageError(f"{source}: {err}") from None
+    if args.format == "json":
+        print(json.dumps({"source": source, "skipped": list(loaded.skipped),
+                          "decisions": [asdict(r) for r in records]}, indent=2))
+        return 0
+    label = {c.scores.config_id: c.label for c in loaded.configs}
+    parts = [f"pre-registered decisions from {source} · paired bootstrap CIs at "
+             f"{100 * confidence:g} % ({resamples} resamples, seed {seed}) · n needed at "
+             f"power {args.power}"]
+    for r in records:
+        head = (f"{r.name}: {r.verdict.upper()} — {r.candidate} ({label.get(r.candidate)}) "
+                f"over {r.baseline} ({label.get(r.baseline)}) · rule sha256 {r.rule_hash[:16]}")
+        rows = [[c.role, c.metric, c.scope, c.n, c.gain, c.ci_low, c.ci_high, c.threshold,
+                 c.outcome, c.n_needed_total] for c in r.checks]
+        table = format_table(["check", "metric", "scope", "n", "gain", "ci_low", "ci_high",
+                              "threshold", "outcome", "golden set needed"], rows)
+        parts.append("\n".join([head, table, *(f"  - {x}" for x in r.reasons)]))
+    if loaded.skipped:
+        parts.append("left out: " + ", ".join(loaded.skipped))
+    print("\n\n".join(parts))
+    return 0
