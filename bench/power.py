@@ -43,8 +43,9 @@ class ScopePower:
     mean: float
     sd_delta: float
     mde: float | None
-    n_needed: tuple[int, ...]
-    n_total_needed: tuple[int, ...]
+    #: None where the deltas' SD is 0 (see ``mde``)
+    n_needed: tuple[int | None, ...]
+    n_total_needed: tuple[int | None, ...]
 
 
 def _sd(basis: str, a: np.ndarray, b: np.ndarray | None, *, sd: float | None,
@@ -79,14 +80,18 @@ def powers(base: Side, other: Side | None, metrics: Sequence[str], *, alpha: flo
                 continue
             s = _sd(basis, va[mask], None if vb is None else vb[mask], sd=sd,
                     correlation=correlation)
-            need = tuple(n_needed(s, t, alpha=alpha, power=power, comparisons=comparisons)
+            # no spread (every value equal, e.g. a metric at its ceiling): the pilot says
+            # nothing about the variance a change would bring, so it sizes nothing
+            need = tuple(None if s == 0 else
+                         n_needed(s, t, alpha=alpha, power=power, comparisons=comparisons)
                          for t in targets)
             share = n / n_all
             out.append(ScopePower(
                 metric=m, scope=scope, n=n, mean=float(va[mask].mean()), sd_delta=s,
                 mde=mde(s, n, alpha=alpha, power=power, comparisons=comparisons),
                 n_needed=need,
-                n_total_needed=tuple(math.ceil(k / share) for k in need)))
+                n_total_needed=tuple(None if k is None else math.ceil(k / share)
+                                     for k in need)))
     return out
 
 
@@ -169,7 +174,7 @@ def _main(argv: Sequence[str] | None) -> int:
                           "target_effects": args.target_effect, "basis": basis,
                           "rows": [asdict(r) for r in rows]}, indent=2))
         return 0
-    header = ["metric", "scope", "n", "mean", "sd_delta", "MDE"]
+    header = ["metric", "scope", "n", "baseline mean", "sd_delta", "MDE"]
     for t in args.target_effect:
         header += [f"n for {t:g}", f"golden set for {t:g}"]
     table = []
@@ -180,7 +185,8 @@ def _main(argv: Sequence[str] | None) -> int:
         table.append(row)
     notes = ["MDE: the true paired mean delta detected with the stated power; n for X: "
              "queries of that scope needed to detect X; golden set for X: the whole set at "
-             "this category mix that holds them."]
+             "this category mix that holds them. '-': the scope's values have no spread "
+             "(e.g. every query at the metric's ceiling), so this run cannot size it."]
     print("\n\n".join([head, basis, format_table(header, table), *notes]))
     return 0
 

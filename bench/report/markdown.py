@@ -144,8 +144,8 @@ class MarkdownReport:
                  "MDE: the smallest true |delta| this comparison detects with 80 % power "
                  "(normal approximation from the deltas' SD, at the Bonferroni level "
                  "α / m over the m configs compared — conservative for Holm). Where the CI "
-                 "holds 0, read it as: no difference as large as the MDE was seen; smaller "
-                 "ones could not be.",
+                 "holds 0, read it as: no difference as large as the MDE was seen (smaller "
+                 "ones could go unseen).",
                  "", "| config | metric | baseline | config | delta (95 % CI) | MDE | p | "
                  "p Holm | n |",
                  "|---|---|---:|---:|---|---:|---:|---:|---:|"]

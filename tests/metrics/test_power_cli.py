@@ -52,6 +52,12 @@ def test_assumed_correlation_from_one_config(tmp_path: Path,
     assert rows["all"]["n_needed"] == [math.ceil((k * s / 0.02) ** 2)]
     long = rows["category:long"]  # 100 of 300 queries: the golden set needs 3x its n
     assert long["n"] == 100 and long["n_total_needed"] == [math.ceil(long["n_needed"][0] * 3)]
+    # a category without spread (every value 1.0) sizes nothing
+    flat = _write(tmp_path / "flat", {"base": np.where(np.arange(300) % 3 == 0, 1.0, v)})
+    rows_flat = {r["scope"]: r for r in _json(capsys, [str(flat), "--target-effect", "0.02"])
+                 ["rows"]}
+    assert rows_flat["category:long"]["mde"] is None
+    assert rows_flat["category:long"]["n_needed"] == [None]
     # rho 0 (independent): sqrt(2) times wider
     wide = _json(capsys, [str(run), "--correlation", "0"])["rows"][0]
     assert wide["mde"] == pytest.approx(math.sqrt(2) * rows["all"]["mde"])
