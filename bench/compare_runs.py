@@ -81,7 +81,11 @@ def _fingerprint(manifest: dict[str, Any]) -> str | None:
 
 def _scores(path: Path) -> dict[str, ConfigScores]:
     """config_id -> ConfigScores of one per_query.parquet."""
-    table = _table(path)
+    return scores_of_table(_table(path), path)
+
+
+def scores_of_table(table: pa.Table, path: Path) -> dict[str, ConfigScores]:
+    """config_id -> ConfigScores of a per_query table (read from ``path``, named in errors)."""
     need = ["config_id", "query_id", "category", "metric", "value"]
     missing = [c for c in need if c not in table.column_names]
     if missing:
@@ -231,12 +235,11 @@ def _rules_source(args: argparse.Namespace, manifest: dict[str, Any]
                   ) -> tuple[list[Any], str]:
     """The raw ``decisions`` list and where it came from (the --rules file or run.json)."""
     if args.rules is None:
-        cfg = manifest.get("config")
-        items = cfg.get("decisions") if isinstance(cfg, dict) else None
+        items = manifest_rules(manifest)
         if not items:
             raise UsageError(f"{args.runs[0]}/run.json has no 'decisions' in its config: pass "
                              "--rules FILE (YAML or JSON with a 'decisions' list)")
-        return list(items), "run.json"
+        return items, "run.json"
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
     from yaml import YAMLError
@@ -248,10 +251,29 @@ def _rules_source(args: argparse.Namespace, manifest: dict[str, Any]
     except (YAMLError, OmegaConfBaseException, UnicodeDecodeError) as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise InputError(args.rules, 0, f"not readable YAML/JSON ({first})") from None
-    items = raw.get("decisions") if isinstance(raw, dict) else raw
-    if not isinstance(items, list) or not items:
+    found = raw.get("decisions") if isinstance(raw, dict) else raw
+    if not isinstance(found, list) or not found:
         raise InputError(args.rules, 0, "expected a non-empty 'decisions' list")
-    return items, str(args.rules)
+    return found, str(args.rules)
+
+
+def run_settings(manifest: dict[str, Any], *, resamples: int = 1000, seed: int = 0
+                 ) -> tuple[float, int, int]:
+    """(confidence, bootstrap resamples, seed) of a run from its run.json config (the given
+    defaults where it has none), so a decision rests on the CIs the run reports."""
+    raw_cfg = manifest.get("config")
+    cfg: dict[str, Any] = raw_cfg if isinstance(raw_cfg, dict) else {}
+    raw_metrics = cfg.get("metrics")
+    metrics_cfg: dict[str, Any] = raw_metrics if isinstance(raw_metrics, dict) else {}
+    return (float(metrics_cfg.get("confidence", 0.95)),
+            int(metrics_cfg.get("bootstrap_resamples", resamples)), int(cfg.get("seed", seed)))
+
+
+def manifest_rules(manifest: dict[str, Any]) -> list[Any]:
+    """The raw ``decisions`` list of a run's config (empty when it has none)."""
+    cfg = manifest.get("config")
+    items = cfg.get("decisions") if isinstance(cfg, dict) else None
+    return list(items) if isinstance(items, list) else []
 
 
 def decide_main(args: argparse.Namespace) -> int:
@@ -273,14 +295,8 @@ def decide_main(args: argparse.Namespace) -> int:
         if source == "run.json":
             raise
         raise InputError(args.rules, 0, f"{err.key}: {err.message}") from None
-    raw_cfg = manifest.get("config")
-    cfg: dict[str, Any] = raw_cfg if isinstance(raw_cfg, dict) else {}
-    raw_metrics = cfg.get("metrics")
-    metrics_cfg: dict[str, Any] = raw_metrics if isinstance(raw_metrics, dict) else {}
-    # the run's own statistics settings, so the verdict rests on the CIs the run reports
-    confidence = float(metrics_cfg.get("confidence", 0.95))
-    resamples = int(metrics_cfg.get("bootstrap_resamples", args.resamples))
-    seed = int(cfg.get("seed", args.seed))
+    confidence, resamples, seed = run_settings(manifest, resamples=args.resamples,
+                                               seed=args.seed)
     by_name: dict[str, ConfigScores] = {c.scores.config_id: c.scores for c in loaded.configs}
     labels = [c.label for c in loaded.configs]
     for c in loaded.configs:

@@ -100,6 +100,11 @@ def build(merged: Merged, opt: Options = Options()) -> Report:
     if fronts:
         sections.append(_fronts_section(fronts, numbers))
     sections += _comparisons(merged, metrics, numbers)
+    # evidence.py builds its sections from this module's types: imported here, not at the top
+    from bench.report.evidence import decisions_section, power_section
+
+    sections += [s for s in (power_section(merged, metrics), decisions_section(merged))
+                 if s is not None]
     if opt.all_pairs and fm:
         sections.append(_all_pairs(merged, fm))
     if fm:
