@@ -196,6 +196,16 @@ def cheapest_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shown(cost: float | None) -> object:
+    """A cost as printed: integral costs (bytes) as integers, not as 4-decimal floats."""
+    return int(cost) if cost is not None and cost.is_integer() else cost
+
+
+def _cost_text(cost: float | None) -> str:
+    shown = _shown(cost)
+    return "-" if shown is None else f"{shown:.4g}" if isinstance(shown, float) else str(shown)
+
+
 def render_cheapest(r: CheapestEquivalent, cost: str, skipped: Sequence[str] = ()) -> str:
     level = f"{100 * (1 - 2 * r.alpha):g} %"
     head = (f"best: {r.best} · equivalent: every metric's paired delta vs the best has its "
@@ -206,7 +216,7 @@ def render_cheapest(r: CheapestEquivalent, cost: str, skipped: Sequence[str] = (
         "equivalent"]
     rows: list[list[object]] = []
     for row in r.rows:
-        cells: list[object] = [row.key, row.label, row.cost]
+        cells: list[object] = [row.key, row.label, _shown(row.cost)]
         for _, t in row.tests:
             cells.append("-" if t is None else
                          f"{t.delta:+.4f} [{t.ci_low:+.4f}, {t.ci_high:+.4f}]")
@@ -217,11 +227,11 @@ def render_cheapest(r: CheapestEquivalent, cost: str, skipped: Sequence[str] = (
     if chosen is None:
         verdict = f"no equivalent config has a {cost}: nothing to choose"
     elif chosen.key == r.best:
-        verdict = f"cheapest equivalent: the best itself ({r.best}, {cost} {chosen.cost:g})"
+        verdict = (f"cheapest equivalent: the best itself ({r.best}, {cost} "
+                   f"{_cost_text(chosen.cost)})")
     else:
         verdict = (f"cheapest equivalent: {chosen.key} ({chosen.label}), {cost} "
-                   f"{chosen.cost:g} vs the best's "
-                   f"{'-' if ref.cost is None else f'{ref.cost:g}'}")
+                   f"{_cost_text(chosen.cost)} vs the best's {_cost_text(ref.cost)}")
     why = [f"{row.key}: " + "; ".join(row.reasons) for row in r.rows if row.reasons]
     parts = [head, format_table(header, rows), verdict]
     if why:
