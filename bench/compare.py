@@ -4,11 +4,21 @@ Reads each dir's ``per_query.parquet`` (bench/results/schema.py), pairs values o
 both scored, and for every shared metric reports mean A, mean B, delta (B - A), the bootstrap
 CI of the delta, a sign-flip randomization p-value and the Holm-adjusted p across metrics —
 overall and per category (category taken from A).
+
+``--equivalence MARGIN`` adds TOST (bench.metrics.stats.tost): the (1 - 2 alpha) t interval of
+the delta and whether it lies inside +-MARGIN ("B is equivalent to A within MARGIN").
+
+Two more modes read every config of run or multirun dirs (bench/compare_runs.py):
+``--cheapest-equivalent --margin D --metric M ... DIR...``: the cheapest config (``--cost``, a
+configs.parquet column) whose metrics are all TOST-equivalent to the best config's within D;
+``--decide RUN_DIR``: the pre-registered ``decisions`` of the run's config (or ``--rules``),
+bench.metrics.decisions.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,7 +31,7 @@ from bench.docs import COMPARE
 from bench.errors import InputError
 from bench.metrics.cli import OneLineParser, UsageError, format_table, run_cli
 from bench.metrics.registry import find_metric
-from bench.metrics.stats import holm, paired_compare
+from bench.metrics.stats import holm, paired_compare, tost
 from bench.results.records import VALUED
 
 _COLUMNS = ["config_id", "query_id", "category", "metric", "value"]
@@ -73,6 +83,32 @@ def _resolve(path: Path, wanted: str, configs: list[str]) -> str:
     raise UsageError(f"{path} has no config with id or label {wanted!r}; it holds {shown}")
 
 
+def per_query_path(run_dir: Path) -> Path:
+    """``run_dir/per_query.parquet`` (or ``run_dir`` itself when it is the file); InputError
+    when it does not exist."""
+    path = run_dir / "per_query.parquet" if run_dir.is_dir() else run_dir
+    if not path.exists():
+        raise InputError(path, 0, "not found (expected a run dir holding per_query.parquet)")
+    return path
+
+
+def config_ids(run_dir: Path) -> list[str]:
+    """The config ids of a run's per_query.parquet, in file order (the first is the run's
+    baseline: its comparisons pair every other config with it)."""
+    path = per_query_path(run_dir)
+    if "config_id" not in _read_schema(path).names:
+        raise InputError(path, 0, "missing columns ['config_id']")
+    return list(dict.fromkeys(_read(path, ["config_id"]).column("config_id").to_pylist()))
+
+
+def _read_schema(path: Path) -> pa.Schema:
+    try:
+        return pq.read_schema(path)
+    except (pa.ArrowException, OSError, ValueError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise InputError(path, 0, f"not a readable Parquet file ({first})") from None
+
+
 def load_side(run_dir: Path, config_id: str | None, flag: str) -> Side:
     """Rows of one config from ``run_dir/per_query.parquet``.
 
@@ -80,9 +116,7 @@ def load_side(run_dir: Path, config_id: str | None, flag: str) -> Side:
     its label from the run's ``configs.parquet``; the error names the configs present. A
     corrupt file or a NaN value is an InputError (one line).
     """
-    path = run_dir / "per_query.parquet" if run_dir.is_dir() else run_dir
-    if not path.exists():
-        raise InputError(path, 0, "not found (expected a run dir holding per_query.parquet)")
+    path = per_query_path(run_dir)
     table = _read(path)
     missing = [c for c in _COLUMNS if c not in table.column_names]
     if missing:
@@ -123,7 +157,8 @@ def load_side(run_dir: Path, config_id: str | None, flag: str) -> Side:
     )
 
 
-def _paired(a: Side, b: Side, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+def paired_values(a: Side, b: Side, metric: str
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
     """(values A, values B, categories) on shared queries, and the unpaired counts of A and B."""
     ma, mb = a.metric == metric, b.metric == metric
     qa, qb = a.query_id[ma], b.query_id[mb]
@@ -135,9 +170,10 @@ def _paired(a: Side, b: Side, metric: str) -> tuple[np.ndarray, np.ndarray, np.n
             int(qa.size - ia.size), int(qb.size - ib.size))
 
 
-def compare(a: Side, b: Side, metrics: Sequence[str] | None, *, resamples: int, seed: int
-            ) -> dict[str, object]:
-    """The comparison as a JSON-ready dict (see the module docstring)."""
+def compare(a: Side, b: Side, metrics: Sequence[str] | None, *, resamples: int, seed: int,
+            margin: float | None = None, alpha: float = 0.05) -> dict[str, object]:
+    """The comparison as a JSON-ready dict (see the module docstring); ``margin`` adds the
+    TOST figures at ``alpha`` to every (metric, scope)."""
     shared = [m for m in dict.fromkeys(a.metric.tolist()) if m in set(b.metric.tolist())]
     if metrics:
         absent = [m for m in metrics if m not in shared]
@@ -149,25 +185,39 @@ def compare(a: Side, b: Side, metrics: Sequence[str] | None, *, resamples: int, 
     overall: dict[str, dict[str, object]] = {}
     by_cat: dict[str, dict[str, dict[str, object]]] = {}
     for m in shared:
-        va, vb, cats, only_a, only_b = _paired(a, b, m)
+        va, vb, cats, only_a, only_b = paired_values(a, b, m)
         spec = find_metric(m)
         base = {"higher_is_better": spec.higher_is_better if spec else None,
                 "unpaired_a": only_a, "unpaired_b": only_b}
-        overall[m] = {**base, **_stats(va, vb, resamples, seed)}
+        overall[m] = {**base, **_stats(va, vb, resamples, seed, margin, alpha)}
         for c in dict.fromkeys(cats.tolist()):
             sel = cats == c
-            by_cat.setdefault(c, {})[m] = _stats(va[sel], vb[sel], resamples, seed)
+            by_cat.setdefault(c, {})[m] = _stats(va[sel], vb[sel], resamples, seed, margin,
+                                                 alpha)
     _holm(overall)
     for scope in by_cat.values():
         _holm(scope)
-    return {"config_a": a.config_id, "config_b": b.config_id, "resamples": resamples,
-            "seed": seed, "overall": overall, "per_category": by_cat}
+    out: dict[str, object] = {"config_a": a.config_id, "config_b": b.config_id,
+                              "resamples": resamples, "seed": seed}
+    if margin is not None:
+        out["equivalence"] = {"margin": margin, "alpha": alpha,
+                              "interval": f"{100 * (1 - 2 * alpha):g} % t"}
+    return {**out, "overall": overall, "per_category": by_cat}
 
 
-def _stats(va: np.ndarray, vb: np.ndarray, resamples: int, seed: int) -> dict[str, object]:
+def _stats(va: np.ndarray, vb: np.ndarray, resamples: int, seed: int,
+           margin: float | None = None, alpha: float = 0.05) -> dict[str, object]:
     if va.size == 0:
         return {"n": 0}
-    return asdict(paired_compare(va, vb, resamples=resamples, seed=seed))
+    out = asdict(paired_compare(va, vb, resamples=resamples, seed=seed))
+    if margin is not None:
+        if va.size < 2:
+            return {**out, "tost_p": None, "tost_ci_low": None, "tost_ci_high": None,
+                    "equivalent": None}
+        t = tost(va, vb, margin=margin, alpha=alpha)
+        out |= {"tost_p": t.p_value, "tost_ci_low": t.ci_low, "tost_ci_high": t.ci_high,
+                "equivalent": t.equivalent}
+    return out
 
 
 def _holm(scope: dict[str, dict[str, object]]) -> None:
@@ -180,18 +230,30 @@ def _holm(scope: dict[str, dict[str, object]]) -> None:
 def _table(result: dict[str, object]) -> str:
     header = ["scope", "metric", "n", "mean_a", "mean_b", "delta", "ci_low", "ci_high", "p",
               "p_holm"]
+    eq = result.get("equivalence")
+    if eq is not None:
+        header += ["tost_ci_low", "tost_ci_high", "tost_p", "equivalent"]
     rows: list[list[object]] = []
     scopes = [("all", result["overall"])] + [
         (f"category:{c}", s) for c, s in result["per_category"].items()  # type: ignore[attr-defined]
     ]
     for scope, stats in scopes:
         for m, s in stats.items():  # type: ignore[attr-defined]
-            rows.append([scope, m, s.get("n"), s.get("mean_a"), s.get("mean_b"), s.get("delta"),
-                         s.get("ci_low"), s.get("ci_high"), s.get("p_value"), s.get("p_holm")])
+            row = [scope, m, s.get("n"), s.get("mean_a"), s.get("mean_b"), s.get("delta"),
+                   s.get("ci_low"), s.get("ci_high"), s.get("p_value"), s.get("p_holm")]
+            if eq is not None:
+                verdict = s.get("equivalent")
+                row += [s.get("tost_ci_low"), s.get("tost_ci_high"), s.get("tost_p"),
+                        None if verdict is None else "yes" if verdict else "no"]
+            rows.append(row)
     unpaired = [f"{m}: {s['unpaired_a']} only in A, {s['unpaired_b']} only in B"
                 for m, s in result["overall"].items()  # type: ignore[attr-defined]
                 if s["unpaired_a"] or s["unpaired_b"]]
     head = f"A = {result['config_a']}  B = {result['config_b']}  delta = B - A"
+    if eq is not None:
+        head += (f"\nequivalence (TOST): {eq['interval']} interval of the delta inside "  # type: ignore[index]
+                 f"+-{eq['margin']} (alpha {eq['alpha']}, per metric and scope, "  # type: ignore[index]
+                 "not multiplicity-adjusted: requiring ALL to hold needs no adjustment)")
     tail = "unpaired queries: " + ("; ".join(unpaired) if unpaired else "none")
     return "\n\n".join([head, format_table(header, rows), tail])
 
@@ -199,14 +261,35 @@ def _table(result: dict[str, object]) -> str:
 def _parser() -> OneLineParser:
     p = OneLineParser(prog="python -m bench.compare", description=__doc__.splitlines()[0],
                       epilog=COMPARE.help_line())
-    p.add_argument("run_a", type=Path)
-    p.add_argument("run_b", type=Path)
+    p.add_argument("runs", type=Path, nargs="+",
+                   help="RUN_A RUN_B; with --cheapest-equivalent run or multirun dirs; with "
+                        "--decide one run dir")
     p.add_argument("--config-a", help="config id or label (configs.parquet) of run A")
     p.add_argument("--config-b", help="config id or label (configs.parquet) of run B")
     p.add_argument("--metric", action="extend", nargs="+", default=None)
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--resamples", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--equivalence", type=float, default=None, metavar="MARGIN",
+                   help="add TOST within +-MARGIN to the two-run comparison")
+    p.add_argument("--alpha", type=float, default=0.05, help="TOST level (default 0.05)")
+    p.add_argument("--cheapest-equivalent", action="store_true",
+                   help="the cheapest config TOST-equivalent to the best (needs --margin, "
+                        "--metric)")
+    p.add_argument("--margin", type=float, default=None, help="equivalence margin (metric units)")
+    p.add_argument("--cost", default="e2e_p95_ms",
+                   help="configs.parquet column that prices a config, lower is cheaper "
+                        "(default e2e_p95_ms; e.g. p95_ms, index_bytes, cost_per_query)")
+    p.add_argument("--best", help="the reference config (key or label; default: the best mean "
+                                  "on the first --metric)")
+    p.add_argument("--scope", default="all", help="all | category:<name> (default all)")
+    p.add_argument("--decide", action="store_true",
+                   help="evaluate the run's pre-registered decisions (its config's 'decisions')")
+    p.add_argument("--rules", type=Path, default=None,
+                   help="with --decide: a YAML/JSON file whose 'decisions' list is evaluated "
+                        "instead of the run's")
+    p.add_argument("--power", type=float, default=0.8,
+                   help="with --decide: power of the n needed by an inconclusive decision")
     return p
 
 
@@ -214,9 +297,24 @@ def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.resamples < 1:
         raise UsageError("--resamples must be >= 1")
-    a = load_side(args.run_a, args.config_a, "--config-a")
-    b = load_side(args.run_b, args.config_b, "--config-b")
-    result = compare(a, b, args.metric, resamples=args.resamples, seed=args.seed)
+    if not 0 < args.alpha < 0.5:
+        raise UsageError(f"--alpha must be in (0, 0.5), got {args.alpha}")
+    if args.cheapest_equivalent and args.decide:
+        raise UsageError("--cheapest-equivalent and --decide are separate modes: choose one")
+    if args.cheapest_equivalent or args.decide:
+        from bench import compare_runs  # the multi-config modes read whole run dirs
+
+        return (compare_runs.cheapest_main(args) if args.cheapest_equivalent
+                else compare_runs.decide_main(args))
+    if len(args.runs) != 2:
+        raise UsageError(f"a comparison takes two run dirs (RUN_A RUN_B), got {len(args.runs)}")
+    if args.equivalence is not None and not (math.isfinite(args.equivalence)
+                                             and args.equivalence > 0):
+        raise UsageError(f"--equivalence must be a margin > 0, got {args.equivalence}")
+    a = load_side(args.runs[0], args.config_a, "--config-a")
+    b = load_side(args.runs[1], args.config_b, "--config-b")
+    result = compare(a, b, args.metric, resamples=args.resamples, seed=args.seed,
+                     margin=args.equivalence, alpha=args.alpha)
     print(json.dumps(result, indent=2) if args.format == "json" else _table(result))
     return 0
 

@@ -110,6 +110,25 @@ class CapacityConfig:
 
 
 @dataclass
+class DecisionConfig:
+    """A pre-registered adopt/reject rule (bench.metrics.decisions), written before results.
+
+    Adopt ``candidate`` over ``baseline`` (config ids or labels) when the paired CI's lower
+    bound of the gain on ``metric`` is >= ``min_gain`` at every scope in ``scopes`` and every
+    guardrail's gain bound is >= its budget (``{metric: change allowed}``, <= 0); reject when
+    an upper bound falls below; otherwise inconclusive, with the n that would tell.
+    """
+
+    name: str = MISSING
+    baseline: str = MISSING
+    candidate: str = MISSING
+    metric: str = MISSING
+    min_gain: float = 0.0
+    scopes: list[str] = field(default_factory=lambda: ["all"])
+    guardrails: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
 class TopLevelConfig:
     """The keys outside the stage groups."""
 
@@ -124,6 +143,8 @@ class TopLevelConfig:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     gates: list[GateConfig] = field(default_factory=list)
+    #: pre-registered decisions, evaluated on the per-query values (bench.metrics.decisions)
+    decisions: list[DecisionConfig] = field(default_factory=list)
     capacity: CapacityConfig = field(default_factory=CapacityConfig)
 
 

@@ -1,4 +1,5 @@
-"""Statistics of per-query values: bootstrap CIs, paired comparisons, Holm, category averages.
+"""Statistics of per-query values: bootstrap CIs, paired comparisons, Holm, category averages,
+equivalence (TOST).
 
 All resampling is seeded and runs in ``bench_kernels`` (counter-based RNG: the same seed gives
 the same numbers on any thread count or device). Conventions: docs/metrics.md
@@ -7,6 +8,7 @@ the same numbers on any thread count or device). Conventions: docs/metrics.md
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -136,6 +138,125 @@ def paired_compare(
         p_value=sign_flip_p_value(d, resamples=resamples, seed=seed, device=device),
         n=int(d.size),
     )
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """TOST of B versus A on the same queries: is |mean(b - a)| < ``margin``?
+
+    ``ci_low`` / ``ci_high``: the (1 - 2 alpha) t interval of the mean delta; ``p_lower`` tests
+    H0 delta <= -margin, ``p_upper`` H0 delta >= +margin, ``p_value`` is the larger.
+    ``equivalent`` iff the interval lies strictly inside (-margin, +margin), which is the same
+    as ``p_value < alpha``.
+    """
+
+    mean_a: float
+    mean_b: float
+    delta: float
+    margin: float
+    alpha: float
+    ci_low: float
+    ci_high: float
+    p_lower: float
+    p_upper: float
+    p_value: float
+    n: int
+    equivalent: bool
+
+
+def tost(a: np.ndarray, b: np.ndarray, *, margin: float, alpha: float = 0.05) -> Equivalence:
+    """Two one-sided paired t tests (Schuirmann's TOST) of ``b - a`` against +-``margin``.
+
+    A closed-form t test rather than the bootstrap: its interval and p-value agree exactly
+    (equivalent iff p < alpha) and it can be checked by hand. Deltas without spread (every
+    delta equal) are equivalent iff that delta is strictly inside the margin.
+    """
+    if not (math.isfinite(margin) and margin > 0):
+        raise ValueError(f"margin must be > 0, got {margin}")
+    if not 0.0 < alpha < 0.5:
+        raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
+    va, vb = _values(a), _values(b)
+    if va.shape != vb.shape:
+        raise ValueError(f"paired values differ in length ({va.size} vs {vb.size})")
+    if va.size < 2:
+        raise ValueError("TOST needs >= 2 paired values")
+    d = vb - va
+    n, mean = int(d.size), float(d.mean())
+    se = float(np.std(d, ddof=1)) / math.sqrt(n)
+    if se == 0.0:
+        p_lo = 0.0 if mean > -margin else 1.0
+        p_hi = 0.0 if mean < margin else 1.0
+        lo = hi = mean
+    else:
+        df = n - 1
+        p_lo = student_t_sf((mean + margin) / se, df)
+        p_hi = student_t_sf((margin - mean) / se, df)
+        half = student_t_ppf(1.0 - alpha, df) * se
+        lo, hi = mean - half, mean + half
+    return Equivalence(
+        mean_a=float(va.mean()), mean_b=float(vb.mean()), delta=mean, margin=margin,
+        alpha=alpha, ci_low=lo, ci_high=hi, p_lower=p_lo, p_upper=p_hi,
+        p_value=max(p_lo, p_hi), n=n, equivalent=-margin < lo and hi < margin)
+
+
+def _beta_cf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 500):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _beta_inc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_cf(a, b, x) / a
+    return 1.0 - front * _beta_cf(b, a, 1.0 - x) / b
+
+
+def student_t_sf(t: float, df: int) -> float:
+    """P(T > t) for Student's t with ``df`` degrees of freedom (no SciPy in the core)."""
+    if df < 1:
+        raise ValueError(f"df must be >= 1, got {df}")
+    tail = 0.5 * _beta_inc(df / 2.0, 0.5, df / (df + t * t))
+    return tail if t >= 0 else 1.0 - tail
+
+
+def student_t_ppf(p: float, df: int) -> float:
+    """The ``p`` quantile of Student's t (bisection on :func:`student_t_sf`)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    if p < 0.5:
+        return -student_t_ppf(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while student_t_sf(hi, df) > 1.0 - p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if student_t_sf(mid, df) > 1.0 - p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-13 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

@@ -15,6 +15,7 @@ import numpy as np
 
 from bench.data.base import Dataset
 from bench.metrics.engine import Evaluation, Qrels, Run, evaluate
+from bench.metrics.power import mde
 from bench.metrics.stats import PairedComparison, holm, paired_compare
 from bench.pipeline.summarize import summarize
 from bench.results.records import VALUED, Accounting, Comparison, SummaryRow
@@ -128,9 +129,14 @@ def unscored(config_id: str, status: str, query_ids: tuple[str, ...],
 
 
 def compare(scored: Sequence[ConfigScores], metrics: Sequence[str], *, resamples: int,
-            confidence: float, seed: int) -> list[Comparison]:
+            confidence: float, seed: int, power: float = 0.8) -> list[Comparison]:
     """Each config vs the first (the baseline), paired on the queries where both have a value,
-    overall and per category; Holm-adjusted across configs per (metric, scope)."""
+    overall and per category; Holm-adjusted across configs per (metric, scope).
+
+    Each row's ``mde`` is the paired effect the comparison detects with probability ``power``
+    (bench.metrics.power: normal approximation from the SD of its deltas, at the Bonferroni
+    level ``(1 - confidence) / m`` over the m configs of its Holm family — the conservative
+    bound for Holm)."""
     if len(scored) < 2:
         return []
     base = scored[0]
@@ -138,7 +144,7 @@ def compare(scored: Sequence[ConfigScores], metrics: Sequence[str], *, resamples
     for metric in metrics:
         if metric not in base.values:
             continue
-        scopes: dict[str, list[tuple[ConfigScores, PairedComparison]]] = {}
+        scopes: dict[str, list[tuple[ConfigScores, PairedComparison, float]]] = {}
         base_ok = base.valued(metric)
         base_pos = {q: i for i, q in enumerate(base.query_ids)}
         for other in scored[1:]:
@@ -161,13 +167,17 @@ def compare(scored: Sequence[ConfigScores], metrics: Sequence[str], *, resamples
                     continue
                 cmp = paired_compare(a[mask], b[mask], resamples=resamples, seed=seed,
                                      confidence=confidence)
-                scopes.setdefault(scope, []).append((other, cmp))
+                d = b[mask] - a[mask]
+                sd = float(np.std(d, ddof=1)) if d.size > 1 else 0.0
+                scopes.setdefault(scope, []).append((other, cmp, sd))
         for scope, items in scopes.items():
-            adjusted = holm([c.p_value for _, c in items])
-            for (other, c), p_adj in zip(items, adjusted, strict=True):
+            adjusted = holm([c.p_value for _, c, _ in items])
+            for (other, c, sd), p_adj in zip(items, adjusted, strict=True):
                 rows.append(Comparison(base.config_id, other.config_id, scope, metric, c.n,
                                        c.mean_a, c.mean_b, c.delta, c.ci_low, c.ci_high,
-                                       c.p_value, p_adj))
+                                       c.p_value, p_adj,
+                                       mde=mde(sd, c.n, alpha=1.0 - confidence, power=power,
+                                               comparisons=len(items))))
     return rows
 
 

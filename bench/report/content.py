@@ -100,6 +100,11 @@ def build(merged: Merged, opt: Options = Options()) -> Report:
     if fronts:
         sections.append(_fronts_section(fronts, numbers))
     sections += _comparisons(merged, metrics, numbers)
+    # evidence.py builds its sections from this module's types: imported here, not at the top
+    from bench.report.evidence import decisions_section, power_section
+
+    sections += [s for s in (power_section(merged, metrics), decisions_section(merged))
+                 if s is not None]
     if opt.all_pairs and fm:
         sections.append(_all_pairs(merged, fm))
     if fm:
@@ -244,14 +249,20 @@ def _comparisons(merged: Merged, metrics: list[str], numbers: dict[str, int]) ->
                 (f"#{numbers[cv.key]} {cv.label}" if cv else c["config_id"], c["config_id"]),
                 (c["metric"], c["metric"]), _f(c["mean_baseline"]), _f(c["mean_config"]),
                 (f"{c['delta']:+.4f} [{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]", c["delta"]),
-                _f(c["p_value"]), _f(c.get("p_holm")), (str(c["n"]), c["n"])))
+                _f(c.get("mde")), _f(c["p_value"]), _f(c.get("p_holm")),
+                (str(c["n"]), c["n"])))
+        notes = ["delta = config − baseline per query, 95 % bootstrap CI, sign-flip p, Holm over "
+                 "the configs compared with the baseline. MDE: the smallest true |delta| the "
+                 "comparison detects with 80 % power (Bonferroni level α / m over the m configs "
+                 "compared, conservative for Holm); where the CI holds 0, no difference as large "
+                 "as the MDE was seen."]
+        if any(c.get("mde") is None for c in rows):
+            notes.append("A '-' MDE: deltas without spread, or a file written before schema 3.")
         out.append(Section(
-            f"Paired comparisons vs baseline ({r.name}: {base.label if base else '?'})",
-            ["delta = config − baseline per query, 95 % bootstrap CI, sign-flip p, Holm over "
-             "the configs compared with the baseline."],
-            [Table(("config", "metric", "baseline", "config mean", "delta (95 % CI)", "p",
+            f"Paired comparisons vs baseline ({r.name}: {base.label if base else '?'})", notes,
+            [Table(("config", "metric", "baseline", "config mean", "delta (95 % CI)", "MDE", "p",
                     "p Holm", "n"), tuple(body),
-                   (False, False, True, True, True, True, True, True))]))
+                   (False, False, True, True, True, True, True, True, True))]))
     return out
 
 

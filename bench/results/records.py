@@ -77,6 +77,10 @@ class Comparison:
     ci_high: float
     p_value: float
     p_holm: float
+    #: minimum detectable effect: the true |delta| this comparison sees with 80 % power at
+    #: the Bonferroni level over its Holm family (bench.metrics.power); None when the deltas
+    #: have no spread (or n < 2), and in rows written before schema 3
+    mde: float | None = None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2
+#: 3: comparisons.parquet gained ``mde`` (nullable; files of version 2 lack it and read as
+#: None). 2: per_query.parquet gained ``status``.
+SCHEMA_VERSION = 3
 
 #: per_query.parquet: one row per (config_id, query_id, metric).
 PER_QUERY = pa.schema(
@@ -153,6 +155,9 @@ COMPARISONS = pa.schema(
         pa.field("p_value", pa.float64(), nullable=False),
         # Holm-adjusted over all configs compared with the baseline, per metric and scope
         pa.field("p_holm", pa.float64(), nullable=False),
+        # minimum detectable effect at 80 % power, Bonferroni level over the Holm family
+        # (schema >= 3; null when the deltas have no spread)
+        pa.field("mde", pa.float64(), nullable=True),
     ]
 )
 

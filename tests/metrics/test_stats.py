@@ -112,3 +112,58 @@ def test_bootstrap_resamples_are_not_shifted_copies() -> None:
     means = api.bootstrap_means(v, 200, 0)[0]
     # neighbouring resamples share (almost) nothing: their means are uncorrelated
     assert abs(np.corrcoef(means[:-1], means[1:])[0, 1]) < 0.3
+
+
+def test_student_t_against_table_values() -> None:
+    from bench.metrics.stats import student_t_ppf, student_t_sf
+
+    # t table: t_{0.95, 9} = 1.833113, t_{0.975, 29} = 2.045230, t_{0.95, 1} = 6.313752
+    assert student_t_ppf(0.95, 9) == pytest.approx(1.833113, abs=1e-6)
+    assert student_t_ppf(0.975, 29) == pytest.approx(2.045230, abs=1e-6)
+    assert student_t_ppf(0.95, 1) == pytest.approx(6.313752, abs=1e-6)
+    assert student_t_ppf(0.05, 9) == pytest.approx(-1.833113, abs=1e-6)
+    assert student_t_sf(0.0, 5) == pytest.approx(0.5)
+    # df 1 is Cauchy: P(T > 1) = 1/2 - atan(1) / pi = 0.25
+    assert student_t_sf(1.0, 1) == pytest.approx(0.25, abs=1e-12)
+    assert student_t_sf(-1.0, 1) == pytest.approx(0.75, abs=1e-12)
+
+
+def test_tost_hand_example() -> None:
+    from bench.metrics.stats import tost
+
+    # deltas sum to 0.05 -> mean 0.005; squared deviations sum to 1850e-6 -> sd^2 = 1850e-6 / 9
+    d = np.array([0.01, -0.02, 0.03, 0.00, 0.01, -0.01, 0.02, 0.00, 0.01, 0.00])
+    se = np.sqrt(1850e-6 / 9) / np.sqrt(10)  # 0.0045338
+    r = tost(np.zeros(10), d, margin=0.02, alpha=0.05)
+    assert (r.n, r.delta) == (10, pytest.approx(0.005))
+    # 90 % t interval: 0.005 -+ 1.833113 * se = [-0.003311, 0.013311], inside +-0.02
+    assert r.ci_low == pytest.approx(0.005 - 1.833113 * se, abs=1e-6)
+    assert r.ci_high == pytest.approx(0.005 + 1.833113 * se, abs=1e-6)
+    assert r.equivalent
+    # t statistics: (0.005 + 0.02) / se = 5.514 and (0.02 - 0.005) / se = 3.3085, df 9;
+    # P(T9 > 3.3085) = 0.004553 (t table interpolation: between 3.250 at 0.005 and 3.690
+    # at 0.0025)
+    assert r.p_upper == pytest.approx(0.0045531, abs=1e-6)
+    assert r.p_lower == pytest.approx(0.00018666, abs=1e-7)
+    assert r.p_value == r.p_upper < 0.05
+    # a margin of 0.01 puts the upper bound 0.013311 outside: not equivalent, p > alpha
+    tight = tost(np.zeros(10), d, margin=0.01)
+    assert not tight.equivalent and tight.p_value > 0.05
+    # consistency: equivalent iff p < alpha, across margins
+    for m in np.linspace(0.005, 0.03, 26):
+        t = tost(np.zeros(10), d, margin=float(m))
+        assert t.equivalent == (t.p_value < 0.05)
+
+
+def test_tost_without_spread_and_bad_input() -> None:
+    from bench.metrics.stats import tost
+
+    a = np.arange(20) / 8  # binary fractions: every delta is exactly 0.25
+    r = tost(a, a + 0.25, margin=0.5)
+    assert r.equivalent and (r.ci_low, r.ci_high, r.p_value) == (
+        pytest.approx(0.25), pytest.approx(0.25), 0.0)
+    assert not tost(a, a + 0.5, margin=0.5).equivalent  # the bound itself is outside
+    with pytest.raises(ValueError, match="margin"):
+        tost(a, a, margin=0.0)
+    with pytest.raises(ValueError, match="alpha"):
+        tost(a, a, margin=0.1, alpha=0.5)

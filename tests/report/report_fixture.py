@@ -115,7 +115,7 @@ def write_run(d: Path, *, extra: dict[str, list[Any]] | None = None, run_id: str
                       "metric": "ndcg@10", "n": 6, "mean_baseline": float(np.mean(a)),
                       "mean_config": float(np.mean(b)),
                       "delta": float(np.mean(b) - np.mean(a)), "ci_low": -0.1, "ci_high": 0.1,
-                      "p_value": 0.5, "p_holm": 1.0})
+                      "p_value": 0.5, "p_holm": 1.0, "mde": 0.125})
     write_table(comps, COMPARISONS, d / "comparisons.parquet")
     timings = []
 

@@ -153,3 +153,41 @@ def test_header_warns_of_truncated_passages_and_dropped_queries(run_dir: Path) -
 def test_header_is_quiet_without_truncation(run_dir: Path) -> None:
     md = content.render_markdown(content.build(load_runs([run_dir])))
     assert "truncated" not in md and "left out" not in md
+
+
+def test_comparisons_show_the_mde_and_read_older_files_without_it(run_dir: Path) -> None:
+    import pyarrow.parquet as pq
+
+    md = content.render_markdown(content.build(load_runs([run_dir])))
+    assert "| MDE |" in md.replace("MDE | p", "MDE |") and "0.1250" in md
+    assert "no difference as large as the MDE was seen" in md
+    # a schema-2 comparisons.parquet has no mde column: the cell reads "-", with a note
+    path = run_dir / "comparisons.parquet"
+    table = pq.read_table(path)
+    pq.write_table(table.drop_columns(["mde"]), path)
+    md = content.render_markdown(content.build(load_runs([run_dir])))
+    assert "written before schema 3" in md
+
+
+def test_power_and_decision_sections(run_dir: Path) -> None:
+    rep = content.build(load_runs([run_dir]))
+    titles = [s.title for s in rep.sections]
+    # the fixture's run config has no decisions: no decision section, but a power table
+    assert "Pre-registered decisions" not in titles
+    power = next(s for s in rep.sections if s.title.startswith("Power"))
+    rows = power.tables[0].rows
+    assert {r[1][0] for r in rows} == {"ndcg@10", "recall@100"}
+    assert rows[0][2][0] == "all" and rows[0][4][0].startswith("observed, median of")
+    # a rule in run.json: evaluated from per_query.parquet, by label, with its hash
+    manifest = json.loads((run_dir / "run.json").read_text())
+    manifest["config"] = {"seed": 0, "metrics": {"confidence": 0.95, "bootstrap_resamples": 200},
+                          "decisions": [{"name": "rrf", "baseline": "dense",
+                                         "candidate": "rrf(k=60)", "metric": "ndcg@10",
+                                         "min_gain": 0.5, "scopes": ["all"],
+                                         "guardrails": {}}]}
+    (run_dir / "run.json").write_text(json.dumps(manifest))
+    md = content.render_markdown(content.build(load_runs([run_dir])))
+    assert "## Pre-registered decisions" in md
+    row = next(line for line in md.splitlines() if line.startswith("| run | rrf |"))
+    # 6 queries: the 0.5 minimum gain is out of reach of rrf's gain of 0
+    assert "| REJECT | rrf(k=60) | dense |" in row
