@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.compare import Side, config_ids, load_side, paired_values
+from bench.docs import DECISIONS
 from bench.metrics.cli import OneLineParser, UsageError, format_table, run_cli
 from bench.metrics.power import Power, assumed_delta_sd, delta_sd, mde, n_needed
 
@@ -107,7 +108,8 @@ def _basis_line(base: Side, other: Side | None, sd: float | None, correlation: f
 
 
 def _parser() -> OneLineParser:
-    p = OneLineParser(prog="python -m bench.power", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m bench.power", description=__doc__.splitlines()[0],
+                      epilog=DECISIONS.help_line())
     p.add_argument("run", type=Path, help="run dir holding per_query.parquet")
     p.add_argument("--config", help="config id or label (default: the run's first config, "
                                     "its comparisons' baseline)")

@@ -29,6 +29,7 @@ CLIS = {
     "bench.cache": docs.CACHE,
     "bench.calibrate": docs.GENERATION,
     "bench.data.foldoc": docs.BENCHMARK_CARD,
+    "bench.power": docs.DECISIONS,
 }
 
 
