@@ -25,6 +25,7 @@ from bench.filters.base import FilterOutcome
 from bench.filters.entitlement import count_unauthorized
 from bench.generation.stage import ContextOp
 from bench.index.stage import IndexArtifact
+from bench.metrics.decisions import DecisionRecord
 from bench.metrics.stats import CompletionAccounting
 from bench.pipeline.answers import with_generation_latency
 from bench.pipeline.executor import Executor
@@ -275,7 +276,8 @@ def completion(s: ConfigScores, metric: str) -> CompletionAccounting:
 
 def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                   decisions: list[FilterDecisionRecord], t_start: float,
-                  capacity: CapacityRun | None = None) -> RunResult:
+                  capacity: CapacityRun | None = None,
+                  registered: Sequence[DecisionRecord] = ()) -> RunResult:
     settings, run_id, dataset = done.settings, done.run_id, done.dataset
     summary_rows = [r for s in done.scores for r in s.summary]
     per_query: list[PerQueryRow] = []
@@ -357,6 +359,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         "budget": budget_json(done),
         "peak_rss_bytes": peak_rss_bytes(),
         "filter_decisions": [asdict(d) for d in decisions],
+        "preregistered_decisions": [asdict(d) for d in registered],
         "generation": generation_json(done),
         "lost_in_middle": [asdict(p) for p in done.gold_probes.values()] or None,
         "failed_gates": failed,
@@ -377,7 +380,8 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
             failed_gates=tuple(failed), wall_s=wall_s,
             resources=tuple(done.telemetry.samples),
             generation=tuple(done.generation.values()),
-            gold_probes=tuple(done.gold_probes.values()), capacity=capacity))
+            gold_probes=tuple(done.gold_probes.values()), capacity=capacity,
+            registered=tuple(registered)))
     log.info("run %s finished in %.1fs: %s", run_id, wall_s, run_dir)
     return RunResult(run_dir, run_id, 3 if failed else 0, tuple(summary_rows), cache_hits,
                      tuple(failed))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from bench.generation.stage import (
 )
 from bench.index.base import SearchResult
 from bench.judge.stage import judge_generator
+from bench.metrics.decisions import DecisionRecord, evaluate_decisions
 from bench.metrics.engine import Qrels
 from bench.pipeline.answers import (
     answer_values,
@@ -93,12 +95,14 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     done = score(p, configs, probe, memo)
     comparisons = compare_configs(done)
     decisions = filter_decisions(done)
+    registered = preregistered_decisions(done)
     capacity = None
     if p.settings.capacity.config:  # before the report, which shows its answer
         from bench.pipeline.capacity import run_capacity
 
         capacity = run_capacity(done, run_dir)
-    result = write_results(done, run_dir, comparisons, decisions, t_start, capacity)
+    result = write_results(done, run_dir, comparisons, decisions, t_start, capacity,
+                           registered)
     if isinstance(p.telemetry, RecordingTelemetry):  # the sampler thread (run.json has it)
         p.telemetry.close()
     return result
@@ -147,6 +151,7 @@ def prepare(cfg: DictConfig) -> Prepared:
     the_plan = plan(comps, dataset, device=device,
                     relevance_level=settings.metrics.relevance_level, generation=gen)
     check_budget_stages(comps, the_plan)
+    check_decision_configs(settings, the_plan)
     return Prepared(settings, run_id, device, comps, telemetry, dataset, data_timing, gen,
                     the_plan, Executor(store, telemetry, device))
 
@@ -258,6 +263,40 @@ def compare_configs(done: Executed) -> list[Comparison]:
         if len(gscores) > 1 and generated and gscores[0].config_id != generated[0].config_id:
             comparisons += paired(gscores, answer_metrics)
     return comparisons
+
+
+def _by_name(configs: Sequence[ConfigSpec]) -> dict[str, str]:
+    """Config id by every name a rule may use: its id, and its label where unique."""
+    labels = [c.label for c in configs]
+    out = {c.config_id: c.config_id for c in configs}
+    out.update({c.label: c.config_id for c in configs if labels.count(c.label) == 1})
+    return out
+
+
+def check_decision_configs(settings: RunSettings, the_plan: Plan) -> None:
+    """A pre-registered rule must name configs of this run (by id or unique label)."""
+    names = _by_name(the_plan.configs)
+    for i, rule in enumerate(settings.decisions):
+        for side, name in (("baseline", rule.baseline), ("candidate", rule.candidate)):
+            if name not in names:
+                raise ConfigError(f"decisions[{i}].{side}",
+                                  f"{name!r} is not a config of this run; its configs: "
+                                  f"{', '.join(c.label for c in the_plan.configs)}")
+
+
+def preregistered_decisions(done: Executed) -> list[DecisionRecord]:
+    """The ``decisions:`` rules evaluated on the per-query values (paired, CI-judged)."""
+    s = done.settings
+    if not s.decisions:
+        return []
+    by_id = {sc.config_id: sc for sc in done.scores}
+    scores = {name: by_id[cid] for name, cid in _by_name(done.plan.configs).items()}
+    out = evaluate_decisions(s.decisions, scores, resamples=s.metrics.bootstrap_resamples,
+                             confidence=s.metrics.confidence, seed=s.seed)
+    for r in out:
+        log.info("decision %s: %s %s over %s; %s", r.name, r.verdict.upper(), r.candidate,
+                 r.baseline, "; ".join(r.reasons))
+    return out
 
 
 def check_budget_stages(comps: Components, the_plan: Plan) -> None:

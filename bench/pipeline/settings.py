@@ -15,6 +15,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from bench.config.schema import CapacityConfig, GateConfig, GenerationConfig, MetricsConfig
+from bench.metrics.decisions import DecisionRule, rules_from_config
 from bench.pipeline.scoring import SummarySettings
 
 
@@ -31,6 +32,8 @@ class RunSettings:
     resolved: Mapping[str, Any]
     #: the chunker's class name, for log lines
     chunker: str
+    #: pre-registered decisions (``decisions:``), evaluated after scoring
+    decisions: tuple[DecisionRule, ...] = ()
 
     @property
     def primary_metric(self) -> str:
@@ -57,4 +60,6 @@ def run_settings(cfg: DictConfig) -> RunSettings:
         gates=tuple(typed(g, GateConfig) for g in cfg.gates),
         capacity=typed(cfg.capacity, CapacityConfig),
         resolved=cast(dict, OmegaConf.to_container(cfg, resolve=True)),
-        chunker=target.rsplit(".", 1)[-1])
+        chunker=target.rsplit(".", 1)[-1],
+        decisions=rules_from_config(cast(list, OmegaConf.to_container(cfg.decisions,
+                                                                      resolve=True))))

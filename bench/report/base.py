@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from bench.capacity.base import CapacityRun
 from bench.chunking.stage import ChunkReport
+from bench.metrics.decisions import DecisionRecord
 from bench.metrics.stats import CompletionAccounting
 from bench.results.records import (
     Comparison,
@@ -74,6 +75,8 @@ class RunReport:
     dropped_reason: str = ""
     #: the capacity run of one config (``capacity.config``), None without one
     capacity: CapacityRun | None = None
+    #: the experiment's pre-registered decisions (``decisions:``), evaluated
+    registered: tuple[DecisionRecord, ...] = ()
 
 
 class Reporter(Protocol):

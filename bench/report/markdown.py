@@ -64,6 +64,7 @@ class MarkdownReport:
         ]
         lines += self._overview(r)
         lines += _capacity(r)
+        lines += _registered(r)
         lines += self._comparisons(r)
         lines += generation_section(r)
         lines += lost_in_middle_section(r)
@@ -459,6 +460,22 @@ def _ci(row: SummaryRow) -> str:
     if row.ci_low is None or row.ci_high is None:
         return "-"
     return f"[{row.ci_low:.4f}, {row.ci_high:.4f}]"
+
+
+def _registered(r: RunReport) -> list[str]:
+    """The experiment's pre-registered rules, each verdict with its reasons and rule hash."""
+    if not r.registered:
+        return []
+    lines = ["## Pre-registered decisions", "",
+             "Each rule was written in the experiment before the run; its hash (rule, "
+             "confidence, power) shows if it changed after the results.", "",
+             "| rule | candidate over baseline | verdict | reasons | rule hash |",
+             "|---|---|---|---|---|"]
+    for d in r.registered:
+        lines.append(f"| {d.name} | `{d.candidate}` over `{d.baseline}` | "
+                     f"**{d.verdict.upper()}** | {'; '.join(d.reasons)} | "
+                     f"`{d.rule_hash[:12]}` |")
+    return [*lines, ""]
 
 
 def _capacity(r: RunReport) -> list[str]:
