@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from bench.pipeline.scoring import ConfigScores, compare, scores_from_long
 from bench.report.base import RunReport
+from bench.report.fmt import num
 from bench.results.records import Comparison, SummaryRow
 
 #: the answer metrics paired against the exact reference
@@ -91,7 +92,7 @@ def _mean(rows: Sequence[SummaryRow], metric: str) -> Mean:
 
 
 def _num(v: float | None, digits: int = 3, sign: str = "") -> str:
-    return "-" if v is None else f"{v:{sign}.{digits}f}"
+    return num(v, digits, sign)
 
 
 def _cell(m: Mean) -> str:

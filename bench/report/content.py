@@ -12,6 +12,7 @@ from typing import Any
 
 from bench.report import plots
 from bench.report.drilldown import Drilldown, all_drilldowns, all_pairs, dataset_lookup
+from bench.report.fmt import cell
 from bench.report.load import Merged, RunData
 from bench.report.views import CostAxis, Front, cost_axes, front, saturated, scopes
 
@@ -66,9 +67,7 @@ class Report:
 
 
 def _f(v: Any, digits: int = 4) -> Cell:
-    if v is None:
-        return ("-", None)
-    return (f"{v:.{digits}f}", float(v))
+    return cell(v, digits)
 
 
 def _ci(row: dict[str, Any] | None) -> Cell:

@@ -28,6 +28,7 @@ from bench.metrics.pairing import paired
 from bench.metrics.power import assumed_delta_sd, mde, n_needed
 from bench.pipeline.scoring import ConfigScores
 from bench.report.content import Cell, Section, Table
+from bench.report.fmt import cell
 from bench.report.load import Merged, RunData
 
 #: power of the MDE and of the n needed (the comparisons' ``mde`` column uses the same)
@@ -39,7 +40,7 @@ ASSUMED_CORRELATION = 0.5
 
 
 def _f(v: float | None, digits: int = 4) -> Cell:
-    return ("-", None) if v is None else (f"{v:.{digits}f}", float(v))
+    return cell(v, digits)
 
 
 def _kept_scores(r: RunData, per_query: pa.Table) -> list[ConfigScores]:

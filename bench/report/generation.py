@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bench.report.base import ConfigReport, RunReport
+from bench.report.fmt import num
 from bench.results.records import GenerationSummary, GoldProbeSummary, SummaryRow
 
 #: answer-check metrics shown (in this order) when the run has them
@@ -16,7 +17,7 @@ SMALL_MODELS = ("135m", "360m")
 
 
 def _f(v: float | None, digits: int = 3) -> str:
-    return "-" if v is None else f"{v:.{digits}f}"
+    return num(v, digits)
 
 
 def _row(rows: Sequence[SummaryRow], metric: str) -> SummaryRow | None:

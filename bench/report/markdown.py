@@ -12,6 +12,7 @@ from bench.config.build import OptionError
 from bench.pipeline.lanes import ConfigKind
 from bench.report.ann_answers import run_section as ann_answers_section
 from bench.report.base import ConfigReport, RunReport
+from bench.report.fmt import common_value, num
 from bench.report.generation import generation_section, lost_in_middle_section
 from bench.report.pareto import pareto_front
 from bench.results.records import Comparison, SummaryRow
@@ -397,11 +398,8 @@ PER_ROW = 8
 
 
 def _saturated(kept: Sequence[ConfigReport], metric: str) -> float | None:
-    vals = [row.mean for c in kept for row in [_find(c.summary, "all", metric)]
-            if row is not None and row.mean is not None]
-    if len(vals) < 2 or max(vals) - min(vals) > 1e-9:
-        return None
-    return float(vals[0])
+    return common_value(row.mean for c in kept for row in [_find(c.summary, "all", metric)]
+                        if row is not None and row.mean is not None)
 
 
 def _limits(kept: Sequence[ConfigReport], scopes: list[str], metric: str) -> tuple[float, float]:
@@ -445,7 +443,7 @@ def _bars(ax: Any, group: Sequence[ConfigReport], scopes: list[str], metric: str
 
 
 def _num(v: float | None, digits: int, sign: str = "") -> str:
-    return "-" if v is None else f"{v:{sign}.{digits}f}"
+    return num(v, digits, sign)
 
 
 def _find(rows: Sequence[SummaryRow], scope: str, metric: str) -> SummaryRow | None:
@@ -453,7 +451,7 @@ def _find(rows: Sequence[SummaryRow], scope: str, metric: str) -> SummaryRow | N
 
 
 def _fmt(v: float | None) -> str:
-    return "-" if v is None else f"{v:.4f}"
+    return num(v, 4)
 
 
 def _ci(row: SummaryRow) -> str:

@@ -31,6 +31,7 @@ from omegaconf import DictConfig
 from bench.docs import REPORTS
 from bench.errors import BenchError
 from bench.report import ann_answers
+from bench.report.fmt import num
 from bench.report.jobs import EXIT_SWEEP_INCOMPLETE, read_status
 from bench.report.pareto import pareto_front
 from bench.results.write import atomic_write_bytes, write_table
@@ -232,7 +233,7 @@ def _cell(text: str) -> str:
 
 
 def _f(v: float | None, digits: int) -> str:
-    return "-" if v is None else f"{v:.{digits}f}"
+    return num(v, digits)
 
 
 def _plot(rows: list[dict[str, Any]], path: Path, metric: str) -> Path | None:

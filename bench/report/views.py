@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bench.report.fmt import common_value
 from bench.report.load import ConfigView, Merged
 from bench.report.pareto import FrontInput, FrontPoint, quality_cost_front
 
@@ -75,11 +76,8 @@ def saturated(merged: Merged, metric: str, scope: str = "all", tol: float = 1e-9
     """The common value when every kept config with a mean has the same mean (within ``tol``),
     e.g. Recall@100 = 1.0 everywhere; None otherwise. Such a metric is flagged in reports
     instead of drawn as a row of equal bars. One config alone is never "saturated"."""
-    vals = [row["mean"] for c in merged.configs if c.kept
-            for row in [c.mean(metric, scope)] if row is not None]
-    if len(vals) < 2 or max(vals) - min(vals) > tol:
-        return None
-    return float(vals[0])
+    return common_value((row["mean"] for c in merged.configs if c.kept
+                         for row in [c.mean(metric, scope)] if row is not None), tol)
 
 
 def scopes(merged: Merged, metric: str) -> list[str]:
