@@ -15,6 +15,7 @@ import numpy as np
 
 from bench.data.base import Dataset
 from bench.metrics.engine import Evaluation, Qrels, Run, evaluate
+from bench.metrics.pairing import paired
 from bench.metrics.power import mde
 from bench.metrics.stats import PairedComparison, holm, paired_compare
 from bench.pipeline.summarize import summarize
@@ -145,21 +146,10 @@ def compare(scored: Sequence[ConfigScores], metrics: Sequence[str], *, resamples
         if metric not in base.values:
             continue
         scopes: dict[str, list[tuple[ConfigScores, PairedComparison, float]]] = {}
-        base_ok = base.valued(metric)
-        base_pos = {q: i for i, q in enumerate(base.query_ids)}
         for other in scored[1:]:
-            if metric not in other.values:
+            a, b, cats = paired(base, other, metric)  # the one pairing rule
+            if not len(a):
                 continue
-            ok = other.valued(metric)
-            pairs = [(base_pos[q], j) for j, q in enumerate(other.query_ids)
-                     if q in base_pos and ok[j] and base_ok[base_pos[q]]]
-            if not pairs:
-                continue
-            ia = np.asarray(sorted(p[0] for p in pairs))
-            jb = {p[0]: p[1] for p in pairs}
-            ib = np.asarray([jb[i] for i in ia])
-            a, b = base.values[metric][ia], other.values[metric][ib]
-            cats = np.asarray(base.categories, dtype=object)[ia]
             for scope, mask in [("all", np.ones(len(a), bool))] + [
                 (f"category:{c}", cats == c) for c in sorted(set(base.categories))
             ]:
