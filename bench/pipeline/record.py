@@ -33,6 +33,7 @@ from bench.pipeline.outcome import ConfigRun, Executed, RunResult
 from bench.pipeline.plan import ConfigKind, Plan
 from bench.pipeline.probe import probe_json, work_saved
 from bench.pipeline.scoring import ConfigScores
+from bench.precision import precision_json
 from bench.report.base import ConfigReport, RunReport
 from bench.results import schema
 from bench.results.mteb import write_mteb_json
@@ -346,6 +347,9 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         "embedding": {"texts_per_s": stats.texts_per_s, "tokens_per_s": stats.tokens_per_s,
                       "truncated_chunks": stats.n_truncated, "chunks_embedded": stats.n_texts,
                       "measured_by_this_run": not embed_hit},
+        # the compute precision that ran (embedder.precision=auto resolves per machine)
+        "precision": {"embedder": precision_json(done.comps.embedder),
+                      "reranker": precision_json(done.comps.reranker)},
         "mteb_results": mteb_files,
         "index": None if index_res is None else index_res.value.info.__dict__,
         "chunks": chunk_report.to_json(),

@@ -20,6 +20,7 @@ import numpy as np
 
 from bench.config.build import build
 from bench.embedding.base import Embedder
+from bench.precision import HasPrecision, PrecisionChoice
 from bench.rerank.common import DEFAULT_DEPTHS, check_depths, check_device, check_pools, dedupe
 
 #: Where the nested block sits in the run's config (errors name it)
@@ -53,6 +54,11 @@ class BiEncoderReranker:
 
     def cache_params(self) -> dict[str, object]:
         return {"embedder": self._target, **self.embedder.cache_params()}
+
+    @property
+    def precision_choice(self) -> PrecisionChoice | None:
+        """The nested embedder's (its own ``precision`` option), None when it has none."""
+        return self.embedder.precision_choice if isinstance(self.embedder, HasPrecision) else None
 
     def depths(self) -> list[int]:
         return list(self._depths)

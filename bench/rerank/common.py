@@ -12,7 +12,6 @@ from bench.errors import DeviceError
 
 DEFAULT_DEPTHS = (20, 50, 100)
 DEVICES = ("cpu", "cuda")
-PRECISIONS = ("fp32", "fp16", "bf16")
 
 
 def check_depths(depths: Sequence[int]) -> list[int]:
@@ -49,14 +48,6 @@ def check_device(device: str) -> str:
                 "torch (use device=cpu or device=auto)"
             )
     return device
-
-
-def check_precision(precision: str, device: str) -> str:
-    if precision not in PRECISIONS:
-        raise OptionError("precision", f"must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if precision != "fp32" and device != "cuda":
-        raise OptionError("precision", f"{precision} needs device=cuda (got {device})")
-    return precision
 
 
 def local_or_hub(model: str) -> str:

@@ -15,13 +15,13 @@ import numpy as np
 
 from bench.config.build import OptionError
 from bench.errors import ConfigError, MissingDependencyError
+from bench.precision import PrecisionChoice, autocast, log_choice, resolve_precision
 from bench.rerank.common import (
     DEFAULT_DEPTHS,
     check_depths,
     check_device,
     check_pools,
     check_positive,
-    check_precision,
     local_or_hub,
     split,
 )
@@ -31,7 +31,8 @@ class CrossEncoderReranker:
     """model: a local folder or a hub name (a hub name needs a reachable hub the first time).
     Scores are the model's default activation of its single logit (sigmoid for
     sentence-transformers cross-encoders), so ``score_threshold`` is in that scale.
-    precision: fp32 | fp16 | bf16 (half precisions need device cuda).
+    precision: fp32 | bf16 | auto | fp16 (``bench.precision``: bf16 on CPU is autocast over
+    float32 weights; fp16 needs device cuda).
     """
 
     name = "cross_encoder"
@@ -55,7 +56,10 @@ class CrossEncoderReranker:
             raise OptionError("max_length", f"must be >= 8 tokens, got {max_length}")
         self.max_length = max_length
         self.device = check_device(device)
-        self.precision = check_precision(precision, self.device)
+        self.precision_choice: PrecisionChoice = resolve_precision(precision, self.device)
+        #: the precision that runs (auto resolved): what the cache key sees
+        self.precision = self.precision_choice.resolved
+        log_choice("reranker (cross-encoder)", self.precision_choice)
         self._depths = check_depths(depths)
         self.score_threshold = score_threshold
 
@@ -88,8 +92,9 @@ class CrossEncoderReranker:
                               "output labels; a reranking cross-encoder has one")
         if self.precision == "fp16":
             model.half()
-        elif self.precision == "bf16":
+        elif self.precision == "bf16" and self.device == "cuda":
             model.bfloat16()
+        # bf16 on CPU: autocast over the float32 weights at predict time
         model.eval()
         return model
 
@@ -100,6 +105,7 @@ class CrossEncoderReranker:
             return split(np.zeros(0, dtype=np.float32), passages)
         # one predict over every pair: sentence-transformers sorts them by length across
         # queries, so batches carry little padding
-        flat = self._model.predict(pairs, batch_size=self.batch_size, convert_to_numpy=True,
-                                   show_progress_bar=False)
+        with autocast(self.precision_choice, self.device):
+            flat = self._model.predict(pairs, batch_size=self.batch_size,
+                                       convert_to_numpy=True, show_progress_bar=False)
         return split(np.asarray(flat, dtype=np.float32).reshape(-1), passages)

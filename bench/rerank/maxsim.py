@@ -21,6 +21,7 @@ import numpy as np
 
 from bench.config.build import OptionError
 from bench.errors import ConfigError, MissingDependencyError
+from bench.precision import PrecisionChoice, autocast, log_choice, resolve_precision
 from bench.rerank.common import (
     DEFAULT_DEPTHS,
     check_depths,
@@ -33,7 +34,8 @@ from bench.rerank.common import (
 
 class MaxSimReranker:
     """model: ``packaged:all-MiniLM-L6-v2`` (offline), a local folder or a hub name.
-    max_seq_length: token limit per text (None = the model's own). Scores lie in
+    max_seq_length: token limit per text (None = the model's own). precision: fp32 | bf16 |
+    auto | fp16 (``bench.precision``; the token vectors are float32 either way). Scores lie in
     [-n, n] for a query of n tokens; ``score_threshold`` is in that scale."""
 
     name = "maxsim"
@@ -46,6 +48,7 @@ class MaxSimReranker:
         max_seq_length: int | None = None,
         depths: Sequence[int] = DEFAULT_DEPTHS,
         score_threshold: float | None = None,
+        precision: str = "fp32",
         device: str = "cpu",
     ) -> None:
         self.model_name = model
@@ -56,9 +59,17 @@ class MaxSimReranker:
         self._depths = check_depths(depths)
         self.score_threshold = score_threshold
         self.device = check_device(device)
+        self.precision_choice: PrecisionChoice = resolve_precision(precision, self.device)
+        log_choice("reranker (maxsim)", self.precision_choice)
 
     def cache_params(self) -> dict[str, object]:
-        return {"model": self.model_name, "max_seq_length": self.max_seq_length}
+        params: dict[str, object] = {"model": self.model_name,
+                                     "max_seq_length": self.max_seq_length}
+        if self.precision_choice.resolved != "fp32":
+            # named only when not fp32: token indexes cached before the option existed keep
+            # their keys
+            params["precision"] = self.precision_choice.resolved
+        return params
 
     def depths(self) -> list[int]:
         return list(self._depths)
@@ -79,6 +90,11 @@ class MaxSimReranker:
                               f"{' '.join(str(exc).split())}") from None
         if self.max_seq_length is not None:
             model.max_seq_length = self.max_seq_length
+        if self.precision_choice.resolved == "fp16":
+            model.half()
+        elif self.precision_choice.resolved == "bf16" and self.device == "cuda":
+            model.bfloat16()
+        # fp32, and bf16 on CPU (autocast over float32 weights), run the weights as saved
         model.eval()
         return model
 
@@ -100,7 +116,7 @@ class MaxSimReranker:
         for b0 in range(0, len(texts), self.batch_size):
             idx = order[b0:b0 + self.batch_size]
             features = model.preprocess([texts[i] for i in idx])
-            with torch.inference_mode():
+            with torch.inference_mode(), autocast(self.precision_choice, self.device):
                 features = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v
                             for k, v in features.items()}
                 result = model(features)

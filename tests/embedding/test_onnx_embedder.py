@@ -183,3 +183,52 @@ def test_cuda_provider_matches_cpu() -> None:
     cpu = _encode(OnnxEmbedder(model="packaged:all-MiniLM-L6-v2-int8"), TEXTS)
     gpu = _encode(OnnxEmbedder(model="packaged:all-MiniLM-L6-v2-int8", device="cuda"), TEXTS)
     assert (cpu * gpu).sum(axis=1).min() > 0.999
+
+
+class _CountingTokenizer:
+    """A ``tokenizers.Tokenizer`` whose ``encode_batch`` calls are counted (its methods are
+    read-only, so the object is wrapped)."""
+
+    def __init__(self, tok: object, calls: list[int]) -> None:
+        self._tok, self._calls = tok, calls
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._tok, name)
+
+    def encode_batch(self, texts: list[str], **kw: object) -> object:
+        self._calls.append(len(texts))
+        return self._tok.encode_batch(texts, **kw)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("which", ["int8", "l3"])
+def test_tokenises_once_and_vectors_are_bit_identical_to_per_batch_tokenising(
+        which: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    emb: OnnxEmbedder = request.getfixturevalue(which)
+    texts = [*TEXTS, "word " * 300]  # the last one is cut at max_seq_length
+    assert emb._specials is not None and emb._specials.prefix == (101,)  # [CLS] ... [SEP]
+    assert emb._specials.suffix == (102,) and emb.dim == 384
+    with monkeypatch.context() as m:  # the path that tokenises each batch again
+        m.setitem(emb.__dict__, "_specials", None)
+        ref = _encode(emb, texts)
+    plain: list[int] = []
+    model: list[int] = []
+    monkeypatch.setitem(emb.tokenizer.__dict__, "_tok", _CountingTokenizer(emb.tokenizer._tok,
+                                                                           plain))
+    monkeypatch.setitem(emb.__dict__, "_model_tok", _CountingTokenizer(emb._model_tok, model))
+    out = np.zeros_like(ref)
+    stats = emb.encode(texts, kind="document", out=out)
+    assert plain == [len(texts)] and model == []  # one tokenisation, none per batch
+    assert np.array_equal(out, ref)
+    assert stats.n_truncated == 1
+
+
+def test_inputs_built_from_ids_equal_the_tokenizers(int8: OnnxEmbedder) -> None:
+    texts = ["x", "A man is riding a horse.", "word " * 300, ""]
+    sp = int8._specials
+    assert sp is not None
+    ids = int8.tokenizer.ids(texts, keep=int8.max_seq_length - sp.n_added)
+    built = int8._feed_of_ids(ids, list(range(len(texts))), sp)
+    ref = int8._feed_of_texts(texts)
+    for name in ("input_ids", "attention_mask", "token_type_ids"):
+        assert np.array_equal(built[name], ref[name]), name
+    assert list(ids.counts[:2]) == [1, 7] and ids.counts[2] == 300

@@ -45,12 +45,21 @@ def test_truncated_passages_are_counted_logged_and_reported(
 
 
 def test_no_truncation_no_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                  monkeypatch: pytest.MonkeyPatch,
                                   compose_cfg) -> None:  # type: ignore[no-untyped-def]
+    from bench import precision
+
+    # also: the precision auto resolved to is recorded (a CPU without bf16 flags: fp32)
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2"}))
     cfg = compose_cfg(["dataset=synthetic", f"cache_dir={tmp_path / 'cache'}",
-                       "chunker=none", "metrics.bootstrap_resamples=200"])
+                       "chunker=none", "metrics.bootstrap_resamples=200",
+                       "embedder.precision=auto"])
     with caplog.at_level(logging.WARNING, logger="bench"):
         res = run(cfg, tmp_path / "run")
     manifest = json.loads((res.run_dir / "run.json").read_text())
     assert manifest["embedding"]["truncated_chunks"] == 0
+    assert manifest["precision"] == {"embedder": {
+        "requested": "auto", "resolved": "fp32",
+        "reason": "the CPU reports none of amx_bf16, avx512_bf16"}, "reranker": None}
     assert not [r for r in caplog.records if "truncated" in r.getMessage()]
     assert "embedded truncated" not in (res.run_dir / "report.md").read_text()

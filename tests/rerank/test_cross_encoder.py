@@ -79,6 +79,7 @@ def test_options_are_checked_without_loading() -> None:
         CrossEncoderReranker(model="m", batch_size=0)
     with pytest.raises(OptionError, match="precision"):
         CrossEncoderReranker(model="m", precision="fp16", device="cpu")
+    assert CrossEncoderReranker(model="m", precision="bf16").precision == "bf16"  # autocast
     with pytest.raises(OptionError, match="depths"):
         CrossEncoderReranker(model="m", depths=[20, 20])
     with pytest.raises(OptionError, match="device"):
@@ -105,6 +106,15 @@ def test_unloadable_model_is_a_config_error_naming_the_key(model: str, tmp_path:
         r.score(["q"], [["p"]])
     assert err.value.key == "reranker.model"
     assert "\n" not in str(err.value)
+
+
+def test_bf16_on_cpu_tracks_fp32(tiny_cross_encoder_dir: Path) -> None:
+    path = str(tiny_cross_encoder_dir)
+    ref = CrossEncoderReranker(model=path).score(QUERIES, POOLS)
+    got = CrossEncoderReranker(model=path, precision="bf16").score(QUERIES, POOLS)
+    for x, y in zip(ref, got, strict=True):
+        assert y.dtype == np.float32
+        np.testing.assert_allclose(x, y, atol=2e-2)
 
 
 @pytest.mark.gpu

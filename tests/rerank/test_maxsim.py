@@ -37,6 +37,15 @@ def test_token_vectors_leave_out_added_tokens_and_are_unit(reranker: MaxSimReran
         np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
 
 
+def test_bf16_token_vectors_agree_with_fp32(reranker: MaxSimReranker) -> None:
+    texts = ["A compiler translates source code.", "hi", ""]
+    bf16 = MaxSimReranker(batch_size=3, precision="bf16")
+    for ref, got in zip(reranker.token_vectors(texts), bf16.token_vectors(texts), strict=True):
+        assert got.dtype == np.float32 and got.shape == ref.shape
+        if len(ref):
+            assert float(np.einsum("nd,nd->n", ref, got).min()) > 0.999
+
+
 def test_scores_equal_brute_force_and_dedupe(reranker: MaxSimReranker) -> None:
     queries = ["what is a compiler", "binary search tree"]
     shared = "A compiler translates source code into machine code."
