@@ -116,6 +116,15 @@ class ContextBuilder(Protocol):
         ...
 
 
+@runtime_checkable
+class TopKContextBuilder(ContextBuilder, Protocol):
+    """Optional capability: the builder reads only each query's first ``top_k`` candidates
+    (the others need not be fetched as text)."""
+
+    @property
+    def top_k(self) -> int: ...
+
+
 @dataclass(frozen=True)
 class JudgedPassages:
     """A query's whole pool (best first) with what the judgments say about it.

@@ -41,6 +41,7 @@ from bench.context.base import (
     JudgedPassages,
     Passage,
     Placement,
+    TopKContextBuilder,
     ranked_passages,
 )
 from bench.data.base import Dataset
@@ -251,7 +252,8 @@ def build_contexts(builder: ContextBuilder, tokens: Generator, pool: Pool, chunk
     hits = pool.hits
     wanted = set(subset)
     items = []
-    depth = int(getattr(builder, "top_k", 0)) or int(np.diff(hits.offsets).max(initial=0))
+    depth = (builder.top_k if isinstance(builder, TopKContextBuilder)
+             else int(np.diff(hits.offsets).max(initial=0)))
     for q, query in enumerate(dataset.queries):
         if query.query_id not in wanted:
             continue
