@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from bench.data.base import Dataset
@@ -66,6 +67,10 @@ class Plan:
 
     def nodes(self) -> list[Node]:
         """Every node once, inputs before the nodes that use them."""
+        return list(self._nodes)
+
+    @cached_property
+    def _nodes(self) -> tuple[Node, ...]:
         seen: dict[str, Node] = {}
         for root in (self.chunk_stats, *(c.leaf for c in self.configs)):
             for n in root.ancestors():
@@ -73,7 +78,7 @@ class Plan:
         for c in self.configs:
             for n in self.measured_with(c.chain):
                 seen.setdefault(n.key, n)
-        return list(seen.values())
+        return tuple(seen.values())
 
     def users(self) -> dict[str, int]:
         """How many configs use each node (by key)."""
@@ -145,21 +150,28 @@ class Plan:
     def query_time_stages(self) -> tuple[str, ...]:
         """The latency stages of the plan's query-time ops, in chain order: per query, the
         samples of these stages along a config's chain add up to its end-to-end latency."""
+        return self._query_time_stages
+
+    @cached_property
+    def _query_time_stages(self) -> tuple[str, ...]:
         out: dict[str, None] = {}
-        for n in self.nodes():
+        for n in self._nodes:
             if n.phase is Phase.QUERY:
                 out.update(dict.fromkeys(n.op.latency_stages))
         return tuple(out)
 
-    def index_time(self, chain: list[Node]) -> list[Node]:
-        """The nodes of ``chain`` built once per corpus (resolved before serving)."""
-        return [n for n in chain if n.phase is Phase.INDEX]
-
     def node_name(self, node: Node) -> str:
         """run.json's cache-hit key: the stage, with the label where the plan has several
         nodes of that stage."""
-        same = sum(1 for n in self.nodes() if n.stage == node.stage)
+        same = self._stage_counts.get(node.stage, 0)
         return node.stage if same <= 1 else f"{node.stage}[{node.label}]"
+
+    @cached_property
+    def _stage_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for n in self._nodes:
+            counts[n.stage] = counts.get(n.stage, 0) + 1
+        return counts
 
 
 def prune_node(spec: ConfigSpec, latency_stage: str) -> Node:
