@@ -1,9 +1,11 @@
 """``python -m bench.compare RUN_DIR_A RUN_DIR_B``: paired comparison of two runs per query.
 
-Reads each dir's ``per_query.parquet`` (bench/results/schema.py), pairs values on the queries
-both scored, and for every shared metric reports mean A, mean B, delta (B - A), the bootstrap
-CI of the delta, a sign-flip randomization p-value and the Holm-adjusted p across metrics —
-overall and per category (category taken from A).
+Reads each dir's ``per_query.parquet`` (bench/results/schema.py) as the pipeline's
+``ConfigScores`` (bench.results.scores), pairs values on the queries both scored exactly as the
+run's own comparisons do (bench.metrics.pairing, in A's query order), and for every shared
+metric reports mean A, mean B, delta (B - A), the bootstrap CI of the delta, a sign-flip
+randomization p-value and the Holm-adjusted p across metrics — overall and per category
+(category taken from A).
 
 ``--equivalence MARGIN`` adds TOST (bench.metrics.stats.tost): the (1 - 2 alpha) t interval of
 the delta and whether it lies inside +-MARGIN ("B is equivalent to A within MARGIN").
@@ -20,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -30,31 +32,10 @@ import pyarrow.parquet as pq
 from bench.docs import COMPARE
 from bench.errors import InputError
 from bench.metrics.cli import OneLineParser, UsageError, format_table, run_cli
+from bench.metrics.pairing import paired
 from bench.metrics.registry import find_metric
 from bench.metrics.stats import holm, paired_compare, tost
-from bench.results.records import VALUED
-
-_COLUMNS = ["config_id", "query_id", "category", "metric", "value"]
-
-
-@dataclass(frozen=True)
-class Side:
-    """One config's long table: parallel arrays (query_id, category, metric, value)."""
-
-    config_id: str
-    query_id: np.ndarray
-    category: np.ndarray
-    metric: np.ndarray
-    value: np.ndarray
-
-
-def _read(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
-    """A Parquet table; an unreadable or corrupt file is one InputError line."""
-    try:
-        return pq.read_table(path, columns=list(columns) if columns else None)
-    except (pa.ArrowException, OSError, ValueError) as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise InputError(path, 0, f"not a readable Parquet file ({first})") from None
+from bench.results.scores import ConfigScores, read_table, scores_of_table
 
 
 def _labels(path: Path) -> dict[str, str]:
@@ -62,7 +43,7 @@ def _labels(path: Path) -> dict[str, str]:
     configs = path.parent / "configs.parquet"
     if not configs.exists():
         return {}
-    table = _read(configs)
+    table = read_table(configs)
     if not {"config_id", "label"} <= set(table.column_names):
         raise InputError(configs, 0, "missing columns config_id/label")
     return dict(zip(table.column("config_id").to_pylist(), table.column("label").to_pylist(),
@@ -98,7 +79,7 @@ def config_ids(run_dir: Path) -> list[str]:
     path = per_query_path(run_dir)
     if "config_id" not in _read_schema(path).names:
         raise InputError(path, 0, "missing columns ['config_id']")
-    return list(dict.fromkeys(_read(path, ["config_id"]).column("config_id").to_pylist()))
+    return list(dict.fromkeys(read_table(path, ["config_id"]).column("config_id").to_pylist()))
 
 
 def _read_schema(path: Path) -> pa.Schema:
@@ -109,24 +90,16 @@ def _read_schema(path: Path) -> pa.Schema:
         raise InputError(path, 0, f"not a readable Parquet file ({first})") from None
 
 
-def load_side(run_dir: Path, config_id: str | None, flag: str) -> Side:
-    """Rows of one config from ``run_dir/per_query.parquet``.
+def load_side(run_dir: Path, config_id: str | None, flag: str) -> ConfigScores:
+    """One config of ``run_dir/per_query.parquet`` as the pipeline's ``ConfigScores``.
 
     A file holding several configs needs ``config_id`` (the ``flag`` option): a config id or
     its label from the run's ``configs.parquet``; the error names the configs present. A
-    corrupt file or a NaN value is an InputError (one line).
+    corrupt file, a query given twice or a NaN value is an InputError (one line).
     """
     path = per_query_path(run_dir)
-    table = _read(path)
-    missing = [c for c in _COLUMNS if c not in table.column_names]
-    if missing:
-        raise InputError(path, 0, f"missing columns {missing}")
-    try:
-        cols = {c: table.column(c).to_numpy(zero_copy_only=False) for c in _COLUMNS}
-        values = cols["value"].astype(np.float64)
-    except (pa.ArrowException, TypeError, ValueError) as err:
-        raise InputError(path, 0, f"unreadable columns ({err})") from None
-    configs = list(dict.fromkeys(cols["config_id"].tolist()))
+    scores = scores_of_table(read_table(path), path)
+    configs = list(scores)
     if not configs:
         raise InputError(path, 0, "holds no rows")
     if config_id is None:
@@ -135,46 +108,22 @@ def load_side(run_dir: Path, config_id: str | None, flag: str) -> Side:
             shown = ", ".join(f"{c} ({labels[c]})" if c in labels else c for c in configs)
             raise UsageError(f"{path} holds configs {shown}: choose one with {flag} "
                              "(id or label)")
-        config_id = configs[0]
-    else:
-        config_id = _resolve(path, config_id, configs)
-    sel = cols["config_id"] == config_id
-    if "status" in table.column_names:  # schema >= 2: only values whose status carries one
-        status = table.column("status").to_numpy(zero_copy_only=False).astype(str)
-        sel &= np.isin(status, VALUED)
-    nan = np.flatnonzero(np.isnan(values[sel]))
-    if nan.size:
-        i = nan[0]
-        raise InputError(path, 0, f"config {config_id!r}: metric "
-                                  f"{cols['metric'][sel][i]!r} of query "
-                                  f"{cols['query_id'][sel][i]!r} is NaN ({nan.size} NaN values)")
-    return Side(
-        config_id,
-        cols["query_id"][sel].astype(str),
-        cols["category"][sel].astype(str),
-        cols["metric"][sel].astype(str),
-        values[sel],
-    )
+        return scores[configs[0]]
+    return scores[_resolve(path, config_id, configs)]
 
 
-def paired_values(a: Side, b: Side, metric: str
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
-    """(values A, values B, categories) on shared queries, and the unpaired counts of A and B."""
-    ma, mb = a.metric == metric, b.metric == metric
-    qa, qb = a.query_id[ma], b.query_id[mb]
-    for side, q in ((a, qa), (b, qb)):
-        if np.unique(q).size != q.size:
-            raise InputError(side.config_id, 0, f"metric {metric!r} has a query twice")
-    _, ia, ib = np.intersect1d(qa, qb, assume_unique=True, return_indices=True)
-    return (a.value[ma][ia], b.value[mb][ib], a.category[ma][ia],
-            int(qa.size - ia.size), int(qb.size - ib.size))
+def valued_metrics(s: ConfigScores) -> list[str]:
+    """The metrics of a config with at least one value, in file order."""
+    return [m for m in s.values if s.valued(m).any()]
 
 
-def compare(a: Side, b: Side, metrics: Sequence[str] | None, *, resamples: int, seed: int,
-            margin: float | None = None, alpha: float = 0.05) -> dict[str, object]:
+def compare(a: ConfigScores, b: ConfigScores, metrics: Sequence[str] | None, *, resamples: int,
+            seed: int, margin: float | None = None, alpha: float = 0.05) -> dict[str, object]:
     """The comparison as a JSON-ready dict (see the module docstring); ``margin`` adds the
-    TOST figures at ``alpha`` to every (metric, scope)."""
-    shared = [m for m in dict.fromkeys(a.metric.tolist()) if m in set(b.metric.tolist())]
+    TOST figures at ``alpha`` to every (metric, scope). Values pair as in the run's own
+    comparisons (``bench.metrics.pairing.paired``: on the queries both scored, in A's order)."""
+    in_b = set(valued_metrics(b))
+    shared = [m for m in valued_metrics(a) if m in in_b]
     if metrics:
         absent = [m for m in metrics if m not in shared]
         if absent:
@@ -185,7 +134,8 @@ def compare(a: Side, b: Side, metrics: Sequence[str] | None, *, resamples: int, 
     overall: dict[str, dict[str, object]] = {}
     by_cat: dict[str, dict[str, dict[str, object]]] = {}
     for m in shared:
-        va, vb, cats, only_a, only_b = paired_values(a, b, m)
+        va, vb, cats = paired(a, b, m)  # the one pairing rule
+        only_a, only_b = int(a.valued(m).sum()) - va.size, int(b.valued(m).sum()) - vb.size
         spec = find_metric(m)
         base = {"higher_is_better": spec.higher_is_better if spec else None,
                 "unpaired_a": only_a, "unpaired_b": only_b}

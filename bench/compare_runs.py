@@ -1,9 +1,9 @@
 """The modes of ``python -m bench.compare`` that read every config of run or multirun dirs.
 
-Each run dir's ``configs.parquet`` (label, status, costs) and ``per_query.parquet`` (values
-and statuses) are read back as ``ConfigScores`` (``bench.pipeline.scoring.scores_from_long``),
-so finished runs are evaluated with the same pairing the pipeline's comparisons use. A
-multirun folder contributes every finished job (``bench.report.load.expand``); configs of
+Each run dir is read through the one typed view of finished results (``bench.report.load``:
+``configs.parquet`` as ``ConfigRow``, ``per_query.parquet`` as ``ConfigScores``), so finished
+runs are evaluated with the same pairing the pipeline's comparisons use. A multirun folder
+contributes every finished job (``bench.report.load.expand``); configs of
 several runs are keyed ``<run>/<config_id>`` and must come from the same dataset (run.json
 fingerprint), or their queries would not pair.
 
@@ -22,25 +22,27 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from bench.errors import InputError
 from bench.metrics.cli import UsageError, format_table
 from bench.metrics.equivalence import CheapestEquivalent, CostedConfig, cheapest_equivalent
-from bench.pipeline.scoring import ConfigScores, scores_from_long
-from bench.report.load import expand
+from bench.report.load import ConfigView, load_runs
+from bench.results.scores import ConfigScores
 
 
 @dataclass(frozen=True)
 class LoadedConfig:
-    """One kept config of a finished run: its key, configs.parquet row and scores."""
+    """One kept config of a finished run that has per-query values."""
 
-    key: str
-    label: str
-    run_dir: Path
-    row: dict[str, Any]
+    view: ConfigView
     scores: ConfigScores
+
+    @property
+    def key(self) -> str:
+        return self.view.key
+
+    @property
+    def label(self) -> str:
+        return self.view.label or self.view.config_id
 
 
 @dataclass(frozen=True)
@@ -52,92 +54,39 @@ class Loaded:
     skipped: tuple[str, ...]
 
 
-def _table(path: Path) -> pa.Table:
-    if not path.is_file():
-        raise InputError(path, 0, "missing: not a finished run dir")
-    try:
-        return pq.read_table(path)
-    except (pa.ArrowException, OSError, ValueError) as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise InputError(path, 0, f"not a readable Parquet file ({first})") from None
-
-
-def _manifest(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "run.json"
-    try:
-        out = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise InputError(path, err.lineno, f"invalid JSON: {err.msg}") from None
-    if not isinstance(out, dict):
-        raise InputError(path, 1, "not a JSON object")
-    return out
-
-
 def _fingerprint(manifest: dict[str, Any]) -> str | None:
     ds = manifest.get("dataset")
     fp = ds.get("fingerprint") if isinstance(ds, dict) else None
     return str(fp) if fp is not None else None
 
 
-def _scores(path: Path) -> dict[str, ConfigScores]:
-    """config_id -> ConfigScores of one per_query.parquet."""
-    return scores_of_table(_table(path), path)
-
-
-def scores_of_table(table: pa.Table, path: Path) -> dict[str, ConfigScores]:
-    """config_id -> ConfigScores of a per_query table (read from ``path``, named in errors)."""
-    need = ["config_id", "query_id", "category", "metric", "value"]
-    missing = [c for c in need if c not in table.column_names]
-    if missing:
-        raise InputError(path, 0, f"missing columns {missing}")
-    cols = {c: table.column(c).to_pylist() for c in need}
-    # schema 1 had no status: a value was a scored query
-    status = (table.column("status").to_pylist() if "status" in table.column_names
-              else ["scored" if v is not None else "failed" for v in cols["value"]])
-    rows: dict[str, list[int]] = {}
-    for i, cid in enumerate(cols["config_id"]):
-        rows.setdefault(cid, []).append(i)
-    out = {}
-    for cid, idx in rows.items():
-        out[cid] = scores_from_long(cid, [cols["query_id"][i] for i in idx],
-                                    [cols["category"][i] for i in idx],
-                                    [cols["metric"][i] for i in idx],
-                                    [cols["value"][i] for i in idx], [status[i] for i in idx])
-    return out
-
-
 def load_configs(dirs: Sequence[Path]) -> Loaded:
     """Every kept config of the run dirs (multirun folders expanded), see the module doc."""
-    runs, missing = expand(dirs)
-    single = len(runs) == 1
+    merged = load_runs(dirs)
     configs: list[LoadedConfig] = []
-    manifests: list[dict[str, Any]] = []
-    skipped = [f"{m} (no results)" for m in missing]
+    skipped = [f"{m} (no results)" for m in merged.missing_jobs]
     prints: dict[str, str] = {}
-    for name, run_dir in runs:
-        manifest = _manifest(run_dir)
-        manifests.append(manifest)
-        fp = _fingerprint(manifest)
+    for run in merged.runs:
+        fp = _fingerprint(run.manifest)
         if fp is not None:
-            prints.setdefault(fp, name)
+            prints.setdefault(fp, run.name)
         if len(prints) > 1:
             a, b = list(prints.items())[:2]
             raise UsageError(f"{b[1]} is on another dataset than {a[1]} (fingerprints "
                              f"{b[0][:12]} vs {a[0][:12]}): its queries do not pair")
-        rows = _table(run_dir / "configs.parquet").to_pylist()
-        scores = _scores(run_dir / "per_query.parquet")
-        for row in rows:
-            cid = str(row["config_id"])
-            key = cid if single else f"{name}/{cid}"
-            if row.get("status") == "pruned" or row.get("pruned_reason") or cid not in scores:
-                skipped.append(f"{key} (pruned)" if row.get("status") == "pruned"
-                               or row.get("pruned_reason") else f"{key} (no per-query rows)")
-                continue
-            configs.append(LoadedConfig(key, str(row.get("label") or cid), run_dir, row,
-                                        scores[cid]))
+        if run.per_query is None:
+            raise InputError(run.run_dir / "per_query.parquet", 0,
+                             "missing: not a finished run dir")
+        for c in run.configs:
+            if not c.kept:
+                skipped.append(f"{c.key} (pruned)")
+            elif c.scores is None:
+                skipped.append(f"{c.key} (no per-query rows)")
+            else:
+                configs.append(LoadedConfig(c, c.scores))
     if not configs:
         raise UsageError("no kept config with per-query values in " + ", ".join(map(str, dirs)))
-    return Loaded(tuple(configs), tuple(manifests), tuple(skipped))
+    return Loaded(tuple(configs), tuple(r.manifest for r in merged.runs), tuple(skipped))
 
 
 def resolve(configs: Sequence[LoadedConfig], wanted: str, flag: str) -> LoadedConfig:
@@ -155,7 +104,7 @@ def resolve(configs: Sequence[LoadedConfig], wanted: str, flag: str) -> LoadedCo
 
 
 def _cost(c: LoadedConfig, column: str) -> float | None:
-    v = c.row.get(column)
+    v = c.view.columns.get(column)
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int | float):
@@ -170,7 +119,7 @@ def cheapest_main(args: argparse.Namespace) -> int:
     if not args.metric:
         raise UsageError("--cheapest-equivalent needs --metric M ... (the first picks the best)")
     loaded = load_configs(args.runs)
-    columns = set().union(*(c.row.keys() for c in loaded.configs))
+    columns = set().union(*(c.view.columns.keys() for c in loaded.configs))
     if args.cost not in columns:
         numeric = sorted(k for k in columns if k.endswith(("_ms", "_bytes", "_s", "per_query")))
         raise UsageError(f"--cost {args.cost!r} is not a configs.parquet column; try one of "

@@ -26,10 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.compare import Side, config_ids, load_side, paired_values
+from bench.compare import config_ids, load_side, valued_metrics
 from bench.docs import DECISIONS
 from bench.metrics.cli import OneLineParser, UsageError, format_table, run_cli
+from bench.metrics.pairing import paired
 from bench.metrics.power import Power, assumed_delta_sd, delta_sd, mde, n_needed
+from bench.results.scores import ConfigScores
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ def _sd(basis: str, a: np.ndarray, b: np.ndarray | None, *, sd: float | None,
     return assumed_delta_sd(a, correlation=correlation)
 
 
-def powers(base: Side, other: Side | None, metrics: Sequence[str], *, alpha: float,
+def powers(base: ConfigScores, other: ConfigScores | None, metrics: Sequence[str], *, alpha: float,
            power: float, comparisons: int, targets: Sequence[float], sd: float | None,
            correlation: float) -> list[ScopePower]:
     """Per metric, scope ``all`` then each category (first-seen order): see the module doc.
@@ -68,10 +70,11 @@ def powers(base: Side, other: Side | None, metrics: Sequence[str], *, alpha: flo
     out: list[ScopePower] = []
     for m in metrics:
         if other is not None:
-            va, vb, cats, _, _ = paired_values(base, other, m)
+            va, vb, cats = paired(base, other, m)  # the one pairing rule
         else:
-            sel = base.metric == m
-            va, vb, cats = base.value[sel], None, base.category[sel]
+            sel = base.valued(m) if m in base.values else np.zeros(len(base.query_ids), bool)
+            va, vb = np.asarray(base.values.get(m, ()), np.float64)[sel], None
+            cats = np.asarray(base.categories, dtype=object)[sel]
         n_all = int(va.size)
         scopes = [("all", np.ones(n_all, bool))] + [
             (f"category:{c}", cats == c) for c in dict.fromkeys(cats.tolist())]
@@ -96,7 +99,8 @@ def powers(base: Side, other: Side | None, metrics: Sequence[str], *, alpha: flo
     return out
 
 
-def _basis_line(base: Side, other: Side | None, sd: float | None, correlation: float) -> str:
+def _basis_line(base: ConfigScores, other: ConfigScores | None, sd: float | None,
+                correlation: float) -> str:
     if sd is not None:
         return f"SD of paired deltas: stated ({sd})"
     if other is not None:
@@ -153,9 +157,9 @@ def _main(argv: Sequence[str] | None) -> int:
     first = ids[0] if ids else None  # an empty file: load_side says it holds no rows
     base = load_side(args.run, args.config if args.config is not None else first, "--config")
     other = None if args.against is None else load_side(args.run, args.against, "--against")
-    shared = list(dict.fromkeys(base.metric.tolist()))
+    shared = valued_metrics(base)
     if other is not None:
-        shared = [m for m in shared if m in set(other.metric.tolist())]
+        shared = [m for m in shared if m in set(valued_metrics(other))]
     metrics = shared
     if args.metric:
         absent = [m for m in args.metric if m not in shared]

@@ -41,8 +41,9 @@ from bench.metrics.base import (
 from bench.pipeline.components import Components
 from bench.pipeline.executor import Executor
 from bench.pipeline.plan import ConfigSpec
-from bench.pipeline.scoring import ConfigScores, SummarySettings, summarize_values
+from bench.pipeline.scoring import SummarySettings, summarize_values
 from bench.results.records import ConfigRow, GenerationSummary, GoldProbeSummary
+from bench.results.scores import ConfigScores
 
 _NOT_EXPECTED = (NOT_APPLICABLE, NO_REFERENCE)
 

@@ -20,9 +20,9 @@ from bench.pipeline.components import Components
 from bench.pipeline.executor import Executor, Resolved
 from bench.pipeline.plan import ConfigSpec, Plan
 from bench.pipeline.probe import ProbeOutcome
-from bench.pipeline.scoring import ConfigScores
 from bench.pipeline.settings import RunSettings
 from bench.results.records import GenerationSummary, GoldProbeSummary, SummaryRow
+from bench.results.scores import ConfigScores
 from bench.retrieval.base import Pool
 from bench.telemetry.base import StageTiming, Telemetry
 

@@ -32,7 +32,6 @@ from bench.pipeline.executor import Executor
 from bench.pipeline.outcome import ConfigRun, Executed, RunResult
 from bench.pipeline.plan import ConfigKind, Plan
 from bench.pipeline.probe import probe_json, work_saved
-from bench.pipeline.scoring import ConfigScores
 from bench.precision import precision_json
 from bench.report.base import ConfigReport, RunReport
 from bench.results import schema
@@ -44,6 +43,7 @@ from bench.results.records import (
     PerQueryRow,
     SummaryRow,
 )
+from bench.results.scores import ConfigScores
 from bench.results.write import git_sha, package_versions, write_json, write_records
 from bench.retrieval.base import Hits
 from bench.telemetry.base import (

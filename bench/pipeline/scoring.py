@@ -9,7 +9,7 @@ configs have is compared only where both configs have it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,39 +19,9 @@ from bench.metrics.pairing import paired
 from bench.metrics.power import mde
 from bench.metrics.stats import PairedComparison, holm, paired_compare
 from bench.pipeline.summarize import summarize
-from bench.results.records import VALUED, Accounting, Comparison, SummaryRow
+from bench.results.records import VALUED, Comparison, SummaryRow
+from bench.results.scores import ConfigScores
 from bench.retrieval.base import Hits
-
-
-@dataclass(frozen=True)
-class ConfigScores:
-    """A config's per-query values over the expected queries, with statuses and summary."""
-
-    config_id: str
-    query_ids: tuple[str, ...]
-    categories: tuple[str, ...]
-    #: float64 per query; NaN where the status carries no value
-    values: Mapping[str, np.ndarray]
-    statuses: Mapping[str, tuple[str, ...]]
-    summary: tuple[SummaryRow, ...]
-    #: per metric, the queries it is expected on (bool mask over ``query_ids``); a metric
-    #: absent here is expected on every query. Retrieval metrics are expected on queries with
-    #: a relevant document, answer metrics on the answered subset where they apply.
-    expected: Mapping[str, np.ndarray] = field(default_factory=dict)
-
-    def expects(self, metric: str) -> np.ndarray:
-        mask = self.expected.get(metric)
-        return np.ones(len(self.query_ids), dtype=bool) if mask is None else mask
-
-    def accounting(self, metric: str) -> Accounting:
-        mask = self.expects(metric)
-        return Accounting.of(tuple(s for s, m in zip(self.statuses[metric], mask, strict=True)
-                                   if m))
-
-    def valued(self, metric: str) -> np.ndarray:
-        """bool mask of the queries whose value for ``metric`` counts."""
-        return np.asarray([s in VALUED for s in self.statuses[metric]],
-                          dtype=bool) & self.expects(metric)
 
 
 @dataclass(frozen=True)
@@ -169,28 +139,3 @@ def compare(scored: Sequence[ConfigScores], metrics: Sequence[str], *, resamples
                                        mde=mde(sd, c.n, alpha=1.0 - confidence, power=power,
                                                comparisons=len(items))))
     return rows
-
-
-def scores_from_long(config_id: str, query_ids: Sequence[str], categories: Sequence[str],
-                     metrics: Sequence[str], values: Sequence[float | None],
-                     statuses: Sequence[str]) -> ConfigScores:
-    """One config's ``per_query.parquet`` rows (parallel columns) back as ``ConfigScores``, so
-    configs of finished runs are compared with :func:`compare` (summary left empty). A metric
-    is expected on the queries it has a row for (a metric that does not apply has none)."""
-    qids = list(dict.fromkeys(query_ids))
-    pos = {q: i for i, q in enumerate(qids)}
-    cat_of = dict(zip(query_ids, categories, strict=True))
-    vals: dict[str, np.ndarray] = {}
-    stats: dict[str, list[str]] = {}
-    expected: dict[str, np.ndarray] = {}
-    for q, m, v, st in zip(query_ids, metrics, values, statuses, strict=True):
-        if m not in vals:
-            vals[m] = np.full(len(qids), np.nan)
-            stats[m] = ["failed"] * len(qids)
-            expected[m] = np.zeros(len(qids), bool)
-        i = pos[q]
-        vals[m][i] = np.nan if v is None else float(v)
-        stats[m][i] = st
-        expected[m][i] = True
-    return ConfigScores(config_id, tuple(qids), tuple(cat_of[q] for q in qids), vals,
-                        {m: tuple(s) for m, s in stats.items()}, (), expected)

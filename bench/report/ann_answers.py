@@ -23,10 +23,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.pipeline.scoring import ConfigScores, compare, scores_from_long
+from bench.pipeline.scoring import compare
 from bench.report.base import RunReport
 from bench.report.fmt import num
 from bench.results.records import Comparison, SummaryRow
+from bench.results.scores import ConfigScores, scores_from_long
 
 #: the answer metrics paired against the exact reference
 ANSWER_METRICS = ("token_f1", "faithfulness")

@@ -15,6 +15,7 @@ from bench.report.drilldown import Drilldown, all_drilldowns, all_pairs, dataset
 from bench.report.fmt import cell
 from bench.report.load import Merged, RunData
 from bench.report.views import CostAxis, Front, cost_axes, front, saturated, scopes
+from bench.results.records import SummaryRow
 
 #: a table cell: shown text and the value it sorts by (None sorts last)
 Cell = tuple[str, float | str | None]
@@ -70,12 +71,12 @@ def _f(v: Any, digits: int = 4) -> Cell:
     return cell(v, digits)
 
 
-def _ci(row: dict[str, Any] | None) -> Cell:
-    if row is None:
+def _ci(row: SummaryRow | None) -> Cell:
+    if row is None or row.mean is None:
         return ("-", None)
-    if row.get("ci_low") is None or row.get("ci_high") is None:
-        return (f"{row['mean']:.4f}", row["mean"])
-    return (f"{row['mean']:.4f} [{row['ci_low']:.4f}, {row['ci_high']:.4f}]", row["mean"])
+    if row.ci_low is None or row.ci_high is None:
+        return (f"{row.mean:.4f}", row.mean)
+    return (f"{row.mean:.4f} [{row.ci_low:.4f}, {row.ci_high:.4f}]", row.mean)
 
 
 def choose_metrics(merged: Merged, wanted: tuple[str, ...] | None) -> list[str]:
@@ -236,26 +237,25 @@ def _fronts_section(fronts: list[Front], numbers: dict[str, int]) -> Section:
 def _comparisons(merged: Merged, metrics: list[str], numbers: dict[str, int]) -> list[Section]:
     out = []
     for r in merged.runs:
-        rows = [c for c in r.comparisons if c.get("scope") == "all" and c.get("metric") in metrics]
+        rows = [c for c in r.comparisons if c.scope == "all" and c.metric in metrics]
         if not rows:
             continue
         label = {c.config_id: c for c in r.configs}
-        base = label.get(rows[0]["baseline_config_id"])
+        base = label.get(rows[0].baseline_config_id)
         body = []
         for c in rows:
-            cv = label.get(c["config_id"])
+            cv = label.get(c.config_id)
             body.append((
-                (f"#{numbers[cv.key]} {cv.label}" if cv else c["config_id"], c["config_id"]),
-                (c["metric"], c["metric"]), _f(c["mean_baseline"]), _f(c["mean_config"]),
-                (f"{c['delta']:+.4f} [{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]", c["delta"]),
-                _f(c.get("mde")), _f(c["p_value"]), _f(c.get("p_holm")),
-                (str(c["n"]), c["n"])))
+                (f"#{numbers[cv.key]} {cv.label}" if cv else c.config_id, c.config_id),
+                (c.metric, c.metric), _f(c.mean_baseline), _f(c.mean_config),
+                (f"{c.delta:+.4f} [{c.ci_low:+.4f}, {c.ci_high:+.4f}]", c.delta),
+                _f(c.mde), _f(c.p_value), _f(c.p_holm), (str(c.n), c.n)))
         notes = ["delta = config − baseline per query, 95 % bootstrap CI, sign-flip p, Holm over "
                  "the configs compared with the baseline. MDE: the smallest true |delta| the "
                  "comparison detects with 80 % power (Bonferroni level α / m over the m configs "
                  "compared, conservative for Holm); where the CI holds 0, no difference as large "
                  "as the MDE was seen."]
-        if any(c.get("mde") is None for c in rows):
+        if any(c.mde is None for c in rows):
             notes.append("A '-' MDE: deltas without spread, or a file written before schema 3.")
         out.append(Section(
             f"Paired comparisons vs baseline ({r.name}: {base.label if base else '?'})", notes,

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow.parquet as pq
 
 from bench.report.load import ConfigView, RunData
@@ -135,24 +134,25 @@ def _neg(doc: str) -> tuple[int, ...]:
     return (*tuple(-ord(ch) for ch in doc), 1)
 
 
-def _values(run: RunData, config_id: str, metric: str) -> dict[str, tuple[float, str]]:
-    t = run.per_query
-    if t is None:
+def _values(config: ConfigView, metric: str) -> dict[str, tuple[float, str]]:
+    """query id -> (value, category) of the queries whose status carries a value (a
+    missing_run query scores as an empty ranking, trec_eval -c, and is a loss)."""
+    s = config.scores
+    if s is None or metric not in s.values:
         return {}
-    # missing_run rows are kept: they score as empty rankings (trec_eval -c) and are losses
-    rows = t.select(["config_id", "query_id", "category", "metric", "value"]).to_pylist()
-    return {r["query_id"]: (float(r["value"]), r["category"]) for r in rows
-            if r["config_id"] == config_id and r["metric"] == metric}
+    ok = s.valued(metric)
+    return {q: (float(v), cat) for q, v, cat, keep
+            in zip(s.query_ids, s.values[metric], s.categories, ok, strict=True) if keep}
 
 
 def drilldown(run: RunData, config: ConfigView, baseline: ConfigView | None, metric: str,
               lookup: Lookup, *, higher_is_better: bool = True, n: int = 5,
               depth: int = 5) -> Drilldown:
     """Worst ``n`` queries of ``config`` and its ``n`` largest wins and losses vs baseline."""
-    mine = _values(run, config.config_id, metric)
+    mine = _values(config, metric)
     sign = 1.0 if higher_is_better else -1.0
     worst_ids = sorted(mine, key=lambda q: (sign * mine[q][0], q))[:n]
-    base = (_values(run, baseline.config_id, metric)
+    base = (_values(baseline, metric)
             if baseline is not None and baseline.config_id != config.config_id else {})
     shared = [q for q in mine if q in base]
     delta = {q: sign * (mine[q][0] - base[q][0]) for q in shared}
@@ -186,21 +186,19 @@ def all_pairs(runs: Sequence[RunData], metric: str, scope: str = "all", *,
     """Every pair of kept configs of ``runs`` (which must share their queries, e.g. the jobs
     of one multirun) compared per query on the queries both scored (delta = B - A, bootstrap
     CI, sign-flip p), Holm-adjusted over ALL pairs of this metric and scope."""
+    from bench.metrics.pairing import paired, scope_mask
     from bench.metrics.stats import holm, paired_compare
 
-    kept = [(r, c) for r in runs for c in r.configs if c.kept and r.per_query is not None]
-    vals = {c.key: _values(r, c.config_id, metric) for r, c in kept}
+    kept = [c for r in runs for c in r.configs if c.kept and c.scores is not None]
     out: list[dict[str, Any]] = []
-    for i, (_, a) in enumerate(kept):
-        for _, b in kept[i + 1:]:
-            va, vb = vals[a.key], vals[b.key]
-            qs = sorted(q for q in va if q in vb
-                        and (scope == "all" or f"category:{va[q][1]}" == scope))
-            if not qs:
+    for i, a in enumerate(kept):
+        for b in kept[i + 1:]:
+            assert a.scores is not None and b.scores is not None
+            va, vb, cats = paired(a.scores, b.scores, metric)  # the one pairing rule
+            sel = scope_mask(cats, scope)
+            if not sel.any():
                 continue
-            cmp = paired_compare(np.asarray([va[q][0] for q in qs]),
-                                 np.asarray([vb[q][0] for q in qs]),
-                                 resamples=resamples, seed=seed)
+            cmp = paired_compare(va[sel], vb[sel], resamples=resamples, seed=seed)
             out.append({"a": a.key, "b": b.key, "a_label": a.display, "b_label": b.display,
                         "metric": metric, "scope": scope, "n": cmp.n, "mean_a": cmp.mean_a,
                         "mean_b": cmp.mean_b, "delta": cmp.delta, "ci_low": cmp.ci_low,

@@ -19,17 +19,16 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-import pyarrow as pa
 
-from bench.compare_runs import manifest_rules, run_settings, scores_of_table
+from bench.compare_runs import manifest_rules, run_settings
 from bench.errors import BenchError
 from bench.metrics.decisions import evaluate_decisions, rules_from_config
 from bench.metrics.pairing import paired
 from bench.metrics.power import assumed_delta_sd, mde, n_needed
-from bench.pipeline.scoring import ConfigScores
 from bench.report.content import Cell, Section, Table
 from bench.report.fmt import cell
 from bench.report.load import Merged, RunData
+from bench.results.scores import ConfigScores
 
 #: power of the MDE and of the n needed (the comparisons' ``mde`` column uses the same)
 POWER = 0.8
@@ -43,14 +42,12 @@ def _f(v: float | None, digits: int = 4) -> Cell:
     return cell(v, digits)
 
 
-def _kept_scores(r: RunData, per_query: pa.Table) -> list[ConfigScores]:
-    scores = scores_of_table(per_query, r.run_dir / "per_query.parquet")
-    return [scores[c.config_id] for c in r.configs if c.kept and c.config_id in scores]
+def _kept_scores(r: RunData) -> list[ConfigScores]:
+    return [c.scores for c in r.configs if c.kept and c.scores is not None]
 
 
-def _power_rows(r: RunData, per_query: pa.Table, metrics: Sequence[str]
-                ) -> list[tuple[Cell, ...]]:
-    kept = _kept_scores(r, per_query)
+def _power_rows(r: RunData, metrics: Sequence[str]) -> list[tuple[Cell, ...]]:
+    kept = _kept_scores(r)
     if not kept:
         return []
     base, others = kept[0], kept[1:]
@@ -105,7 +102,7 @@ def power_section(merged: Merged, metrics: Sequence[str]) -> Section | None:
         if r.per_query is None:
             notes.append(f"{r.name}: no per_query.parquet, no power figures.")
             continue
-        rows += _power_rows(r, r.per_query, metrics)
+        rows += _power_rows(r, metrics)
     if not rows:
         return None
     notes.insert(0, "Minimum detectable effect (MDE): the true paired mean delta a comparison "
@@ -143,7 +140,7 @@ def decisions_section(merged: Merged) -> Section | None:
             sec.notes.append(f"{r.name}: decisions configured but no per_query.parquet.")
             continue
         confidence, resamples, seed = run_settings(r.manifest)
-        kept = _kept_scores(r, r.per_query)
+        kept = _kept_scores(r)
         by_name: dict[str, ConfigScores] = {s.config_id: s for s in kept}
         labels = [c.label for c in r.configs if c.kept]
         for c in r.configs:

@@ -13,17 +13,21 @@ optional (the parts of the report that need them say they are missing).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from bench.errors import InputError
 from bench.metrics.registry import find_metric
+from bench.pipeline.lanes import ConfigKind
+from bench.results.records import Comparison, ConfigRow, SummaryRow
+from bench.results.scores import ConfigScores, read_table, scores_of_table
+
+R = TypeVar("R")
 
 REQUIRED_FILES = ("run.json", "configs.parquet", "summary.parquet")
 
@@ -50,26 +54,59 @@ class Latency:
 
 @dataclass(frozen=True)
 class ConfigView:
-    """One config of one run, as the report layer sees it."""
+    """One config of one finished run: the typed records the run wrote, read back by column
+    name (the in-run report reads the same ``ConfigRow`` and ``SummaryRow`` in memory)."""
 
     key: str
     run_name: str
     run_dir: Path
-    config_id: str
-    label: str
-    kind: str
-    params: dict[str, Any]
-    #: ``ok`` | ``pruned`` | any other value of an optional ``status`` column
-    status: str
-    pruned_reason: str | None
-    latency: Latency
-    qps: float | None
-    peak_vram_bytes: int | None
-    cost_per_query: float | None
-    #: the config's whole configs.parquet row
-    row: dict[str, Any]
+    #: the config's configs.parquet row; a column an older file lacks reads as the field's
+    #: default (None, or 0 for a count)
+    row: ConfigRow
+    #: the same row by column name, for the columns ``ConfigRow`` does not name (a cost column
+    #: picked by ``--cost``)
+    columns: Mapping[str, Any]
     #: summary rows keyed by (scope, metric)
-    summary: dict[tuple[str, str], dict[str, Any]]
+    summary: Mapping[tuple[str, str], SummaryRow]
+    #: per-query values and statuses from per_query.parquet (None without that file or when
+    #: the config has no rows in it, e.g. pruned)
+    scores: ConfigScores | None
+    latency: Latency
+    #: the config's peak VRAM, else the run's (run.json resources), else None
+    peak_vram_bytes: int | None
+
+    @property
+    def config_id(self) -> str:
+        return self.row.config_id
+
+    @property
+    def label(self) -> str:
+        return self.row.label
+
+    @property
+    def kind(self) -> str:
+        return self.row.kind
+
+    @property
+    def status(self) -> str:
+        """``ok`` | ``pruned`` | any other value of the ``status`` column."""
+        return self.row.status
+
+    @property
+    def pruned_reason(self) -> str | None:
+        return self.row.pruned_reason
+
+    @property
+    def qps(self) -> float | None:
+        return self.row.qps
+
+    @property
+    def cost_per_query(self) -> float | None:
+        return self.row.cost_per_query
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return _params(self.row.params_json)
 
     @property
     def display(self) -> str:
@@ -79,10 +116,10 @@ class ConfigView:
     def kept(self) -> bool:
         return self.status != "pruned" and self.pruned_reason is None
 
-    def mean(self, metric: str, scope: str = "all") -> dict[str, Any] | None:
+    def mean(self, metric: str, scope: str = "all") -> SummaryRow | None:
         """The summary row of ``metric`` at ``scope`` when it has a mean, else None."""
         row = self.summary.get((scope, metric))
-        return row if row is not None and row.get("mean") is not None else None
+        return row if row is not None and row.mean is not None else None
 
 
 @dataclass(frozen=True)
@@ -92,7 +129,7 @@ class RunData:
     manifest: dict[str, Any]
     configs: tuple[ConfigView, ...]
     per_query: pa.Table | None
-    comparisons: tuple[dict[str, Any], ...]
+    comparisons: tuple[Comparison, ...]
     timings: pa.Table | None
 
 
@@ -124,27 +161,27 @@ class Merged:
             return spec.higher_is_better
         for c in self.configs:
             for (_, m), row in c.summary.items():
-                if m == metric and row.get("higher_is_better") is not None:
-                    return bool(row["higher_is_better"])
+                if m == metric:
+                    return row.higher_is_better
         return True
 
     def run_of(self, c: ConfigView) -> RunData:
         return next(r for r in self.runs if r.run_dir == c.run_dir)
 
 
-def _read_table(path: Path) -> pa.Table:
-    try:
-        return pq.read_table(path)
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise InputError(path, 0, f"not a readable Parquet file ({exc})") from None
-
-
-def _rows(table: pa.Table) -> list[dict[str, Any]]:
-    return table.to_pylist()
-
-
-def _opt(row: dict[str, Any], name: str) -> Any:
-    return row.get(name)
+def record_of(cls: type[R], row: Mapping[str, Any]) -> R:
+    """A typed record (frozen dataclass) from a Parquet row read by column name. A field the
+    row lacks (a file written before the column existed) takes the field's default, else
+    None, or 0 for a required count."""
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name in row:
+            kwargs[f.name] = row[f.name]
+        elif f.default is not MISSING:
+            kwargs[f.name] = f.default
+        else:
+            kwargs[f.name] = 0 if f.type == "int" else "" if f.type == "str" else None
+    return cls(**kwargs)
 
 
 def is_run_dir(path: Path) -> bool:
@@ -197,43 +234,55 @@ def load_run(run_dir: Path, *, name: str | None = None, prefix_keys: bool = Fals
         manifest = json.loads((run_dir / "run.json").read_text())
     except json.JSONDecodeError as exc:
         raise InputError(run_dir / "run.json", exc.lineno, f"invalid JSON: {exc.msg}") from None
-    configs_t = _read_table(run_dir / "configs.parquet")
-    summary_t = _read_table(run_dir / "summary.parquet")
+    if not isinstance(manifest, dict):
+        raise InputError(run_dir / "run.json", 1, "not a JSON object")
+    configs_t = read_table(run_dir / "configs.parquet")
+    summary_t = read_table(run_dir / "summary.parquet")
     for table, path, cols in ((configs_t, "configs.parquet", ("config_id", "label")),
                               (summary_t, "summary.parquet",
                                ("config_id", "scope", "metric", "mean"))):
         lacking = [c for c in cols if c not in table.column_names]
         if lacking:
             raise InputError(run_dir / path, 0, f"missing columns {lacking}")
-    opt = {n: (_read_table(run_dir / f"{n}.parquet") if (run_dir / f"{n}.parquet").is_file()
+    opt = {n: (read_table(run_dir / f"{n}.parquet") if (run_dir / f"{n}.parquet").is_file()
                else None) for n in ("per_query", "comparisons", "timings")}
-    summaries: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
-    for s in _rows(summary_t):
-        summaries.setdefault(s["config_id"], {})[(s["scope"], s["metric"])] = s
-    rows = _rows(configs_t)
+    summaries: dict[str, dict[tuple[str, str], SummaryRow]] = {}
+    for s in summary_t.to_pylist():
+        rec = record_of(SummaryRow, s)
+        if s.get("higher_is_better") is None:  # schema 1 had no direction: the registry's
+            spec = find_metric(rec.metric)
+            rec = replace(rec, higher_is_better=spec.higher_is_better if spec else True)
+        summaries.setdefault(rec.config_id, {})[(rec.scope, rec.metric)] = rec
+    columns = configs_t.to_pylist()
+    rows = [_config_row(c) for c in columns]
     timings = opt["timings"]
+    scores = ({} if opt["per_query"] is None
+              else scores_of_table(opt["per_query"], run_dir / "per_query.parquet"))
     name = name or run_dir.name
     vram_run = _run_peak_vram(manifest)
-    views = []
-    for row in rows:
-        cid = row["config_id"]
-        lat = _latency(row, rows, timings)
-        status = str(_opt(row, "status") or ("pruned" if _opt(row, "pruned_reason") else "ok"))
-        vram = _opt(row, "peak_vram_bytes")
-        views.append(ConfigView(
-            key=f"{name}/{cid}" if prefix_keys else cid, run_name=name, run_dir=run_dir,
-            config_id=cid, label=str(row["label"]), kind=str(_opt(row, "kind") or ""),
-            params=_params(row), status=status, pruned_reason=_opt(row, "pruned_reason"),
-            latency=lat, qps=_opt(row, "qps"),
-            peak_vram_bytes=int(vram) if vram is not None else vram_run,
-            cost_per_query=_opt(row, "cost_per_query"), row=row,
-            summary=summaries.get(cid, {})))
-    comps = tuple(_rows(opt["comparisons"])) if opt["comparisons"] is not None else ()
-    return RunData(name, run_dir, manifest, tuple(views), opt["per_query"], comps, timings)
+    views = tuple(ConfigView(
+        key=f"{name}/{row.config_id}" if prefix_keys else row.config_id, run_name=name,
+        run_dir=run_dir, row=row, columns=col, summary=summaries.get(row.config_id, {}),
+        scores=scores.get(row.config_id), latency=_latency(row, rows, timings),
+        peak_vram_bytes=(int(row.peak_vram_bytes) if row.peak_vram_bytes is not None
+                         else vram_run))
+        for row, col in zip(rows, columns, strict=True))
+    comps = (() if opt["comparisons"] is None else
+             tuple(record_of(Comparison, c) for c in opt["comparisons"].to_pylist()))
+    return RunData(name, run_dir, manifest, views, opt["per_query"], comps, timings)
 
 
-def _params(row: dict[str, Any]) -> dict[str, Any]:
-    raw = _opt(row, "params_json")
+def _config_row(col: dict[str, Any]) -> ConfigRow:
+    row = record_of(ConfigRow, col)
+    # schema 1 had no status column: a pruned config was one with a pruned_reason
+    status = col.get("status") or ("pruned" if row.pruned_reason else "ok")
+    return replace(row, config_id=str(row.config_id), label=str(row.label),
+                   kind=str(row.kind or ""), status=str(status),
+                   n_latency_samples=int(row.n_latency_samples or 0),
+                   n_e2e_samples=int(row.n_e2e_samples or 0))
+
+
+def _params(raw: str | None) -> dict[str, Any]:
     if not raw:
         return {}
     try:
@@ -272,24 +321,20 @@ E2E_SOURCE = "e2e: sum along the chain"
 SEARCH_SOURCE = "search only"
 
 
-def _latency(row: dict[str, Any], rows: Iterable[dict[str, Any]],
-             timings: pa.Table | None) -> Latency:
+def _latency(row: ConfigRow, rows: Sequence[ConfigRow], timings: pa.Table | None) -> Latency:
     # every config on one footing: what a query costs end to end, where the run recorded it
-    e95 = _opt(row, "e2e_p95_ms")
-    if e95 is not None:
-        return Latency(_opt(row, "e2e_p50_ms"), e95, _opt(row, "e2e_p99_ms"),
-                       int(_opt(row, "n_e2e_samples") or 0), E2E_SOURCE)
-    p95 = _opt(row, "p95_ms")
-    n = int(_opt(row, "n_latency_samples") or 0)
-    if p95 is not None:
-        return Latency(_opt(row, "p50_ms"), p95, _opt(row, "p99_ms"), n, SEARCH_SOURCE)
-    if _opt(row, "kind") != "fused" or timings is None:
+    if row.e2e_p95_ms is not None:
+        return Latency(row.e2e_p50_ms, row.e2e_p95_ms, row.e2e_p99_ms, row.n_e2e_samples,
+                       E2E_SOURCE)
+    if row.p95_ms is not None:
+        return Latency(row.p50_ms, row.p95_ms, row.p99_ms, row.n_latency_samples,
+                       SEARCH_SOURCE)
+    if row.kind != ConfigKind.FUSED or timings is None:
         return Latency(None, None, None, 0, "none")
-    return fused_latency(row, list(rows), timings)
+    return fused_latency(row, rows, timings)
 
 
-def fused_latency(row: dict[str, Any], rows: Sequence[dict[str, Any]],
-                  timings: pa.Table) -> Latency:
+def fused_latency(row: ConfigRow, rows: Sequence[ConfigRow], timings: pa.Table) -> Latency:
     """Per-query latency of a fused lane = sum of its inputs' single-query samples + fusion.
 
     Inputs: the lane's own single-query stage samples (the pipeline records the dense lane's
@@ -299,13 +344,13 @@ def fused_latency(row: dict[str, Any], rows: Sequence[dict[str, Any]],
     ``query_id`` when timings has that column, else by recorded order (both lanes run the
     queries in the same order); only fully paired queries count.
     """
-    own = _query_samples(timings, row["config_id"])
+    own = _query_samples(timings, row.config_id)
     parts = dict(own)
     for other in rows:
-        if other.get("kind") == "fused" or other["config_id"] == row["config_id"]:
+        if other.kind == ConfigKind.FUSED or other.config_id == row.config_id:
             continue
-        for stage, samples in _query_samples(timings, other["config_id"]).items():
-            if stage not in parts and other.get("kind") in ("lexical", "dense", None):
+        for stage, samples in _query_samples(timings, other.config_id).items():
+            if stage not in parts and other.kind in (ConfigKind.LEXICAL, ConfigKind.DENSE, ""):
                 parts[stage] = samples
     if not parts:
         return Latency(None, None, None, 0, "none")
@@ -320,7 +365,7 @@ def fused_latency(row: dict[str, Any], rows: Sequence[dict[str, Any]],
     else:
         n = min(len(ms) for ms, _ in parts.values())
         per_query = np.sum([ms[:n] for ms, _ in parts.values()], axis=0)
-    fusion = _fusion_share(timings, row["config_id"])
+    fusion = _fusion_share(timings, row.config_id)
     stages = list(parts)
     if fusion is not None:
         per_query = per_query + fusion
@@ -333,8 +378,8 @@ def fused_latency(row: dict[str, Any], rows: Sequence[dict[str, Any]],
 
 def _fusion_share(timings: pa.Table, config_id: str) -> float | None:
     total, items = 0.0, 0
-    for r in _rows(timings.select([c for c in ("config_id", "stage", "sample_kind", "n_items",
-                                                 "wall_ms") if c in timings.column_names])):
+    for r in timings.select([c for c in ("config_id", "stage", "sample_kind", "n_items",
+                                         "wall_ms") if c in timings.column_names]).to_pylist():
         if r["config_id"] == config_id and r["stage"] == "fusion" and r["sample_kind"] == "total":
             total += r["wall_ms"]
             items += r["n_items"]

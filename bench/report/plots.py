@@ -13,8 +13,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from bench.report.fmt import common_value
 from bench.report.load import ConfigView
 from bench.report.views import Front
+from bench.results.records import SummaryRow
 
 #: configs per page of a metric plot
 PER_PAGE = 25
@@ -73,13 +75,13 @@ def metric_pages(configs: Sequence[ConfigView], numbers: dict[str, int], metric:
             lows, highs = [], []
             for y, c in zip(ys, chunk, strict=True):
                 row = c.mean(metric, scope)
-                if row is None:
+                if row is None or row.mean is None:
                     ax.annotate("no value", (0.02, y), xycoords=("axes fraction", "data"),
                                 fontsize=7, color="grey", va="center")
                     continue
-                m = row["mean"]
-                lo = min(row["ci_low"] if row["ci_low"] is not None else m, m)
-                hi = max(row["ci_high"] if row["ci_high"] is not None else m, m)
+                m = row.mean
+                lo = min(row.ci_low if row.ci_low is not None else m, m)
+                hi = max(row.ci_high if row.ci_high is not None else m, m)
                 ax.errorbar([m], [y], xerr=[[m - lo], [hi - m]], fmt="o", capsize=3,
                             color="C0", markersize=4)
                 lows.append(lo)
@@ -100,11 +102,8 @@ def metric_pages(configs: Sequence[ConfigView], numbers: dict[str, int], metric:
     return out
 
 
-def _flat(rows: Sequence[dict[str, Any] | None]) -> float | None:
-    vals = [r["mean"] for r in rows if r is not None]
-    if len(vals) < 2 or max(vals) - min(vals) > 1e-9:
-        return None
-    return float(vals[0])
+def _flat(rows: Sequence[SummaryRow | None]) -> float | None:
+    return common_value(r.mean for r in rows if r is not None and r.mean is not None)
 
 
 _STYLE = {"front": ("*", "C3", 11), "tied": ("o", "C1", 6), "dominated": ("o", "0.6", 5)}

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
@@ -33,6 +32,7 @@ from bench.errors import BenchError
 from bench.report import ann_answers
 from bench.report.fmt import num
 from bench.report.jobs import EXIT_SWEEP_INCOMPLETE, read_status
+from bench.report.load import load_run
 from bench.report.pareto import pareto_front
 from bench.results.write import atomic_write_bytes, write_table
 
@@ -84,24 +84,21 @@ def collect(sweep_dir: Path, metric: str) -> tuple[list[dict[str, Any]], list[st
             if failed or (job / ".hydra").is_dir():
                 missing.append(job.name)
             continue
-        summary = pq.read_table(job / "summary.parquet").to_pylist()
-        configs = pq.read_table(job / "configs.parquet").to_pylist()
-        overall = {(s["config_id"], s["metric"]): s for s in summary if s["scope"] == "all"}
-        for c in configs:
-            main = overall.get((c["config_id"], metric))
-            rec = overall.get((c["config_id"], "recall@100"))
-            ann = overall.get((c["config_id"], "ann_recall@10"))
+        for c in load_run(job).configs:
+            main, rec, ann = (c.summary.get(("all", m))
+                              for m in (metric, "recall@100", "ann_recall@10"))
+            row = c.row
             rows.append({
-                "job": job.name, "overrides": _overrides(job), "config_id": c["config_id"],
-                "label": c["label"], "metric": metric, "n": main["n"] if main else 0,
-                "mean": main["mean"] if main else None,
-                "ci_low": main["ci_low"] if main else None,
-                "ci_high": main["ci_high"] if main else None,
-                "recall_at_100": rec["mean"] if rec else None,
-                "ann_recall_at_10": ann["mean"] if ann else None,
-                "qps": c["qps"], "p95_ms": c["p95_ms"],
-                "e2e_p95_ms": c.get("e2e_p95_ms"), "index_bytes": c["index_bytes"],
-                "build_s": c["build_s"], "pruned_reason": c["pruned_reason"],
+                "job": job.name, "overrides": _overrides(job), "config_id": c.config_id,
+                "label": c.label, "metric": metric, "n": main.n if main else 0,
+                "mean": main.mean if main else None,
+                "ci_low": main.ci_low if main else None,
+                "ci_high": main.ci_high if main else None,
+                "recall_at_100": rec.mean if rec else None,
+                "ann_recall_at_10": ann.mean if ann else None,
+                "qps": row.qps, "p95_ms": row.p95_ms, "e2e_p95_ms": row.e2e_p95_ms,
+                "index_bytes": row.index_bytes, "build_s": row.build_s,
+                "pruned_reason": row.pruned_reason,
             })
     pts: list[tuple[float, float]] = []
     for r in rows:

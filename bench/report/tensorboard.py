@@ -25,10 +25,9 @@ def _scalars(c: ConfigView, metrics: list[str]) -> dict[str, float]:
         row = c.mean(m)
         if row is None:
             continue
-        out[f"quality/{m}"] = float(row["mean"])
-        for b in ("ci_low", "ci_high"):
-            if row.get(b) is not None:
-                out[f"quality/{m}_{b}"] = float(row[b])
+        for name, v in (("", row.mean), ("_ci_low", row.ci_low), ("_ci_high", row.ci_high)):
+            if v is not None:
+                out[f"quality/{m}{name}"] = float(v)
     lat = c.latency
     for name, v in (("latency/p50_ms", lat.p50_ms), ("latency/p95_ms", lat.p95_ms),
                     ("latency/p99_ms", lat.p99_ms), ("throughput/qps", c.qps),

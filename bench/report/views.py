@@ -66,8 +66,8 @@ def front(merged: Merged, metric: str, axis: CostAxis, scope: str = "all") -> Fr
     for c in merged.configs:
         row = c.mean(metric, scope)
         inputs.append(FrontInput(
-            c.key, None if row is None else row["mean"], None if row is None else row["ci_low"],
-            None if row is None else row["ci_high"], axis.value(c), pruned=not c.kept))
+            c.key, None if row is None else row.mean, None if row is None else row.ci_low,
+            None if row is None else row.ci_high, axis.value(c), pruned=not c.kept))
     return Front(metric, hib, axis, tuple(quality_cost_front(inputs, higher_is_better=hib)),
                  tuple(inputs))
 
@@ -76,8 +76,9 @@ def saturated(merged: Merged, metric: str, scope: str = "all", tol: float = 1e-9
     """The common value when every kept config with a mean has the same mean (within ``tol``),
     e.g. Recall@100 = 1.0 everywhere; None otherwise. Such a metric is flagged in reports
     instead of drawn as a row of equal bars. One config alone is never "saturated"."""
-    return common_value((row["mean"] for c in merged.configs if c.kept
-                         for row in [c.mean(metric, scope)] if row is not None), tol)
+    return common_value((row.mean for c in merged.configs if c.kept
+                         for row in [c.mean(metric, scope)]
+                         if row is not None and row.mean is not None), tol)
 
 
 def scopes(merged: Merged, metric: str) -> list[str]:

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from bench.metrics.power import z_sum
-from bench.pipeline.scoring import compare, scores_from_long
+from bench.pipeline.scoring import compare
+from bench.results.scores import scores_from_long
 
 
 def _scores(config_id: str, values: np.ndarray, cats: list[str]):  # type: ignore[no-untyped-def]

@@ -42,7 +42,8 @@ def test_every_config_has_hparams_and_scalars(run_dir: Path, tmp_path: Path) -> 
         tags = ea.Tags()["scalars"]
         if c.kept:
             ndcg = ea.Scalars("quality/ndcg@10")[0].value
-            assert ndcg == pytest.approx(c.mean("ndcg@10")["mean"], abs=1e-6)  # type: ignore[index]
+            row = c.mean("ndcg@10")
+            assert row is not None and ndcg == pytest.approx(row.mean, abs=1e-6)
             assert ea.Scalars("latency/p95_ms")[0].value == pytest.approx(c.latency.p95_ms)
         else:
             assert "quality/ndcg@10" not in tags  # a pruned config gets no fake 0
