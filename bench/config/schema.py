@@ -110,6 +110,19 @@ class CapacityConfig:
 
 
 @dataclass
+class LatencyConfig:
+    """End-to-end latency (bench.pipeline.latency): after the run, every kept config's whole
+    query-time chain is re-timed on one seeded sample of ``queries`` queries, the configs
+    interleaved (a fresh seeded order per query), the first ``warmup`` requests of each
+    excluded and counted; p50/p95/p99 get bootstrap CIs over the requests.
+    ``interleave: false`` keeps the per-op samples summed along the chain instead."""
+
+    interleave: bool = True
+    queries: int = 50
+    warmup: int = 5
+
+
+@dataclass
 class DecisionConfig:
     """A pre-registered adopt/reject rule (bench.metrics.decisions), written before results.
 
@@ -146,6 +159,7 @@ class TopLevelConfig:
     #: pre-registered decisions, evaluated on the per-query values (bench.metrics.decisions)
     decisions: list[DecisionConfig] = field(default_factory=list)
     capacity: CapacityConfig = field(default_factory=CapacityConfig)
+    latency: LatencyConfig = field(default_factory=LatencyConfig)
 
 
 #: the top level plus one ``Any`` field per stage group (its option's schema is its class)

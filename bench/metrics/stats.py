@@ -95,6 +95,35 @@ def bootstrap_ci(
     return MeanCI(mean=float(v.mean()), ci_low=lo, ci_high=hi, n=int(v.size))
 
 
+@dataclass(frozen=True)
+class PercentileCI:
+    """The ``q``-th percentile of ``n`` values (e.g. request latencies) and its bootstrap
+    percentile CI: resampling the requests, so a p99 of 50 requests shows how little it
+    rests on."""
+
+    q: float
+    value: float
+    ci_low: float
+    ci_high: float
+    n: int
+
+
+def percentile_ci(values: np.ndarray, q: float, *, resamples: int = 1000, seed: int = 0,
+                  confidence: float = 0.95) -> PercentileCI:
+    """``np.percentile(values, q)`` (linear interpolation) and its CI from ``resamples``
+    bootstrap resamples of the values. Raises ValueError when empty."""
+    v = _values(values)
+    if not 0.0 <= q <= 100.0:
+        raise ValueError(f"q must be in [0, 100], got {q}")
+    rng = np.random.default_rng(seed)
+    boot = np.empty(resamples)
+    for start in range(0, resamples, 256):  # bounded memory for long request logs
+        idx = rng.integers(0, v.size, size=(min(256, resamples - start), v.size))
+        boot[start:start + idx.shape[0]] = np.percentile(v[idx], q, axis=1)
+    lo, hi = _percentiles(boot, confidence)
+    return PercentileCI(q, float(np.percentile(v, q)), lo, hi, int(v.size))
+
+
 def sign_flip_p_value(
     deltas: np.ndarray, *, resamples: int = 1000, seed: int = 0, device: str = "cpu"
 ) -> float:

@@ -26,9 +26,10 @@ from bench.filters.entitlement import count_unauthorized
 from bench.generation.stage import ContextOp
 from bench.index.stage import IndexArtifact
 from bench.metrics.decisions import DecisionRecord
-from bench.metrics.stats import CompletionAccounting
+from bench.metrics.stats import CompletionAccounting, PercentileCI, percentile_ci
 from bench.pipeline.answers import with_generation_latency
 from bench.pipeline.executor import Executor
+from bench.pipeline.latency import PERCENTILES, LatencyEstimate, LatencyRun, LatencySettings
 from bench.pipeline.outcome import ConfigRun, Executed, RunResult
 from bench.pipeline.plan import ConfigKind, Plan
 from bench.pipeline.probe import probe_json, work_saved
@@ -208,8 +209,37 @@ def end_to_end_ms(timings: tuple[StageTiming, ...], stages: tuple[str, ...]) -> 
     return [sum(v[q] for v in per_stage.values()) + shared_ms for q in sorted(common)]
 
 
+#: latency_source of e2e figures summed from the ops' own single-query samples
+STAGE_SUM_SOURCE = "sum of stage samples"
+
+
+def e2e_columns(e2e: list[float], measured: LatencyEstimate | None,
+                settings: LatencySettings) -> dict[str, Any]:
+    """configs.parquet's e2e figures: the interleaved pass's where it timed the config, else
+    the per-op samples summed along the chain; each percentile with its bootstrap CI over the
+    requests it rests on."""
+    pcts: Sequence[PercentileCI]
+    if measured is not None:
+        pcts, n, warm, source = ((measured.p50, measured.p95, measured.p99), measured.n,
+                                 measured.n_warmup, measured.source)
+    elif e2e:
+        pcts = tuple(percentile_ci(np.asarray(e2e), q, resamples=settings.resamples,
+                                   seed=settings.seed, confidence=settings.confidence)
+                     for q in PERCENTILES)
+        n, warm, source = len(e2e), None, STAGE_SUM_SOURCE
+    else:
+        return {"n_e2e_samples": 0}
+    out: dict[str, Any] = {"n_e2e_samples": n, "n_latency_warmup": warm,
+                           "latency_source": source}
+    for name, p in zip(("p50", "p95", "p99"), pcts, strict=True):
+        out |= {f"e2e_{name}_ms": p.value, f"e2e_{name}_ci_low": p.ci_low,
+                f"e2e_{name}_ci_high": p.ci_high}
+    return out
+
+
 def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None,
-               stages: tuple[str, ...]) -> ConfigRow:
+               stages: tuple[str, ...], latency: LatencyRun, settings: LatencySettings
+               ) -> ConfigRow:
     spec = c.spec
     params = json.dumps(dict(spec.params), sort_keys=True, default=str)
     fused = c.node("fusion") is not None
@@ -223,7 +253,7 @@ def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None,
         qps = sum(t.n_items for t in batch) / (total_ms / 1000.0)
     p50, p95, p99 = _percentiles(single)
     e2e = end_to_end_ms(c.timings, stages)
-    e50, e95, e99 = _percentiles(e2e)
+    e2e_cols = e2e_columns(e2e, latency.estimates.get(spec.config_id), settings)
     rr = c.node("rerank")
     rerank_ms = [] if rr is None else [t.wall_ms for t in rr.timings if t.sample_kind == "query"]
     r50, r95, r99 = _percentiles(rerank_ms)
@@ -246,8 +276,8 @@ def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None,
         config_id=spec.config_id, label=spec.label, kind=spec.kind, params_json=params,
         parent_config_id=spec.parent_id, status="pruned" if c.pool is None else "ok",
         pruned_reason=c.pruned_reason, qps=qps, p50_ms=p50, p95_ms=p95, p99_ms=p99,
-        n_latency_samples=len(single), e2e_p50_ms=e50, e2e_p95_ms=e95, e2e_p99_ms=e99,
-        n_e2e_samples=len(e2e), rerank_p50_ms=r50, rerank_p95_ms=r95, rerank_p99_ms=r99,
+        n_latency_samples=len(single), **e2e_cols, rerank_p50_ms=r50, rerank_p95_ms=r95,
+        rerank_p99_ms=r99,
         rerank_pairs_per_s=pairs_per_s,
         build_s=None if info is None or spec.kind not in _INDEXED else info.build_s,
         index_bytes=None if info is None or spec.kind not in _INDEXED
@@ -278,7 +308,8 @@ def completion(s: ConfigScores, metric: str) -> CompletionAccounting:
 def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                   decisions: list[FilterDecisionRecord], t_start: float,
                   capacity: CapacityRun | None = None,
-                  registered: Sequence[DecisionRecord] = ()) -> RunResult:
+                  registered: Sequence[DecisionRecord] = (),
+                  latency: LatencyRun | None = None) -> RunResult:
     settings, run_id, dataset = done.settings, done.run_id, done.dataset
     summary_rows = [r for s in done.scores for r in s.summary]
     per_query: list[PerQueryRow] = []
@@ -290,7 +321,8 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         per_query += per_query_rows(s)
         timing_rows += [(c.spec.config_id, t) for t in c.timings]
         row = decision_columns(c, with_generation_latency(
-            config_row(c, dataset, c.filter_outcome, done.plan.query_time_stages()),
+            config_row(c, dataset, c.filter_outcome, done.plan.query_time_stages(),
+                       latency or LatencyRun({}, []), settings.latency),
             done.generation.get(c.spec.config_id)),
             done)
         config_rows.append(row)
@@ -299,7 +331,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                            tag=c.spec.config_id)
         reports.append(ConfigReport(c.spec.config_id, c.spec.label, dict(c.spec.params),
                                     completion(s, primary), s.summary, c.timings,
-                                    c.pruned_reason, row))
+                                    c.pruned_reason, row, s))
     failed = check_gates(settings.gates, summary_rows,
                          {c.spec.config_id for c in done.configs if c.pool is None}, config_rows)
     for f in failed:
@@ -312,6 +344,12 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                    for r in summary_rows], schema.SUMMARY, run_dir / "summary.parquet", run_id)
     write_records(config_rows, schema.CONFIGS, run_dir / "configs.parquet", run_id)
     write_records(comparisons, schema.COMPARISONS, run_dir / "comparisons.parquet", run_id)
+    if latency is not None and latency.requests:
+        write_records([{"config_id": r.config_id, "query_id": r.query_id, "round": r.round,
+                        "position": r.position, "warmup": r.warmup, "e2e_ms": r.e2e_ms,
+                        "stage_ms_json": json.dumps(dict(r.stage_ms))}
+                       for r in latency.requests], schema.LATENCY,
+                      run_dir / "latency.parquet", run_id)
     ex = done.executor
     cache_hits = {done.plan.node_name(r.node): r.hit for r in ex.resolutions if r.node.cached}
     chunk_report: ChunkReport = ex.value(done.plan.chunk_stats)

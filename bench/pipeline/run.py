@@ -42,6 +42,7 @@ from bench.index.base import SearchResult
 from bench.judge.stage import judge_generator
 from bench.metrics.decisions import DecisionRecord, evaluate_decisions
 from bench.metrics.engine import Qrels
+from bench.pipeline import latency
 from bench.pipeline.answers import (
     answer_values,
     answered,
@@ -52,10 +53,12 @@ from bench.pipeline.answers import (
 from bench.pipeline.components import Components, build_components, validate_top_level
 from bench.pipeline.device import resolve_device
 from bench.pipeline.executor import Executor
+from bench.pipeline.latency import LatencyRun
 from bench.pipeline.outcome import ConfigRun, Executed, RunResult
 from bench.pipeline.plan import ConfigKind, ConfigSpec, Plan, plan
 from bench.pipeline.probe import ProbeOutcome, probe_configs
 from bench.pipeline.record import write_plan, write_results
+from bench.pipeline.request import QueryChain
 from bench.pipeline.scoring import (
     ConfigScores,
     compare,
@@ -96,13 +99,14 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     comparisons = compare_configs(done)
     decisions = filter_decisions(done)
     registered = preregistered_decisions(done)
+    latency = measure_latency(done)
     capacity = None
     if p.settings.capacity.config:  # before the report, which shows its answer
         from bench.pipeline.capacity import run_capacity
 
         capacity = run_capacity(done, run_dir)
     result = write_results(done, run_dir, comparisons, decisions, t_start, capacity,
-                           registered)
+                           registered, latency)
     if isinstance(p.telemetry, RecordingTelemetry):  # the sampler thread (run.json has it)
         p.telemetry.close()
     return result
@@ -263,6 +267,20 @@ def compare_configs(done: Executed) -> list[Comparison]:
         if len(gscores) > 1 and generated and gscores[0].config_id != generated[0].config_id:
             comparisons += paired(gscores, answer_metrics)
     return comparisons
+
+
+def measure_latency(done: Executed) -> LatencyRun:
+    """The interleaved latency pass (bench.pipeline.latency) over the kept configs with
+    query-time work; empty when ``latency.interleave`` is off."""
+    settings = done.settings.latency
+    if not settings.interleave:
+        return LatencyRun({}, [])
+    timed = latency.timed_configs(done.configs)
+    chains = [(c.spec.config_id, QueryChain(c.spec.chain, done.executor, done.dataset,
+                                            done.device)) for c in timed]
+    estimates, requests = latency.measure(timed, chains,
+                                          [q.query_id for q in done.dataset.queries], settings)
+    return LatencyRun(estimates, requests)
 
 
 def _by_name(configs: Sequence[ConfigSpec]) -> dict[str, str]:

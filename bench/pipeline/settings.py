@@ -9,13 +9,20 @@ and defaults).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from bench.config.schema import CapacityConfig, GateConfig, GenerationConfig, MetricsConfig
+from bench.config.schema import (
+    CapacityConfig,
+    GateConfig,
+    GenerationConfig,
+    LatencyConfig,
+    MetricsConfig,
+)
 from bench.metrics.decisions import DecisionRule, rules_from_config
+from bench.pipeline.latency import LatencySettings
 from bench.pipeline.scoring import SummarySettings
 
 
@@ -34,10 +41,17 @@ class RunSettings:
     chunker: str
     #: pre-registered decisions (``decisions:``), evaluated after scoring
     decisions: tuple[DecisionRule, ...] = ()
+    latency_config: LatencyConfig = field(default_factory=LatencyConfig)
 
     @property
     def primary_metric(self) -> str:
         return str(self.metrics.names[0])
+
+    @property
+    def latency(self) -> LatencySettings:
+        lc, m = self.latency_config, self.metrics
+        return LatencySettings(lc.interleave, lc.queries, lc.warmup, self.seed,
+                               m.bootstrap_resamples, m.confidence)
 
     @property
     def summary(self) -> SummarySettings:
@@ -62,4 +76,5 @@ def run_settings(cfg: DictConfig) -> RunSettings:
         resolved=cast(dict, OmegaConf.to_container(cfg, resolve=True)),
         chunker=target.rsplit(".", 1)[-1],
         decisions=rules_from_config(cast(list, OmegaConf.to_container(cfg.decisions,
-                                                                      resolve=True))))
+                                                                      resolve=True))),
+        latency_config=typed(cfg.latency, LatencyConfig))

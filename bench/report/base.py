@@ -22,6 +22,7 @@ from bench.results.records import (
     GoldProbeSummary,
     SummaryRow,
 )
+from bench.results.scores import ConfigScores
 from bench.telemetry.base import ResourceSample, StageTiming
 
 
@@ -36,6 +37,8 @@ class ConfigReport:
     pruned_reason: str | None
     #: the config's row of configs.parquet (QPS, latency, index size, filter figures)
     ops: ConfigRow
+    #: its per-query values (the paired Pareto rule pairs configs on them)
+    scores: ConfigScores | None = None
 
 
 @dataclass(frozen=True)

@@ -179,9 +179,12 @@ def _configs_section(merged: Merged, metrics: list[str], fronts: list[Front],
         "before e2e columns existed show 'search only' (the first-stage search) and, for "
         "fused lanes, 'sum of inputs' rebuilt from the input lanes' samples.",
         "Front status (quality metric "
-        + (fronts[0].metric if fronts else "-") + "): front = not dominated; tied = off the "
-        "front but its 95 % CI overlaps the CI of the best front config costing no more "
-        "(statistically tied); dominated; pruned; no data = that cost was not measured.",
+        + (fronts[0].metric if fronts else "-") + "): front = not dominated; dominated = the "
+        "best front config costing no more is better beyond doubt on one axis (the paired "
+        "per-query 95 % CI of the quality delta excludes 0, or its p95 latency CI lies below "
+        "this config's); tied = off the front but not resolved from it; pruned; no data = "
+        "that cost was not measured. Where two configs' queries do not pair, quality falls "
+        "back to the overlap of their marginal CIs (see Pareto fronts).",
     ]
     for f in fronts:
         if not f.measured:
@@ -231,6 +234,15 @@ def _fronts_section(fronts: list[Front], numbers: dict[str, int]) -> Section:
                   for s in ("front", "tied", "dominated", "pruned", "no data")}
         sec.notes.append(f"{f.metric} vs {f.axis.name}: "
                          + ", ".join(f"{v} {k}" for k, v in counts.items()))
+        moved = [p for p in f.points if p.screen is not None and p.screen != p.status]
+        by_overlap = sum(1 for p in f.points if p.basis == "ci overlap")
+        sec.notes.append(
+            "  paired evidence vs the marginal-CI-overlap screen: "
+            + ("no config moves" if not moved else "; ".join(
+                f"#{numbers[p.key]} {p.screen} → {p.status} (vs #{numbers[p.reference]})"
+                for p in moved if p.reference is not None))
+            + (f"; {by_overlap} decided by CI overlap (no paired values)" if by_overlap
+               else ""))
     return sec
 
 

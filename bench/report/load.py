@@ -50,6 +50,9 @@ class Latency:
     p99_ms: float | None
     n_samples: int
     source: str
+    #: the p95's bootstrap CI over the requests (schema >= 4 e2e figures), else None
+    p95_ci_low: float | None = None
+    p95_ci_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -325,7 +328,9 @@ def _latency(row: ConfigRow, rows: Sequence[ConfigRow], timings: pa.Table | None
     # every config on one footing: what a query costs end to end, where the run recorded it
     if row.e2e_p95_ms is not None:
         return Latency(row.e2e_p50_ms, row.e2e_p95_ms, row.e2e_p99_ms, row.n_e2e_samples,
-                       E2E_SOURCE)
+                       E2E_SOURCE if row.latency_source is None
+                       else f"e2e: {row.latency_source}",
+                       row.e2e_p95_ci_low, row.e2e_p95_ci_high)
     if row.p95_ms is not None:
         return Latency(row.p50_ms, row.p95_ms, row.p99_ms, row.n_latency_samples,
                        SEARCH_SOURCE)

@@ -9,13 +9,15 @@ from typing import Any
 import numpy as np
 
 from bench.config.build import OptionError
+from bench.metrics.pairing import paired
+from bench.metrics.stats import paired_compare
 from bench.pipeline.lanes import ConfigKind
 from bench.report.ann_answers import run_section as ann_answers_section
 from bench.report.base import ConfigReport, RunReport
 from bench.report.fmt import common_value, num
 from bench.report.generation import generation_section, lost_in_middle_section
-from bench.report.pareto import pareto_front
-from bench.results.records import Comparison, SummaryRow
+from bench.report.pareto import FrontInput, pareto_front, quality_cost_front
+from bench.results.records import Comparison, ConfigRow, SummaryRow
 from bench.results.write import atomic_write_bytes
 from bench.telemetry.base import ResourceSample, StageTiming
 
@@ -110,12 +112,16 @@ class MarkdownReport:
             size = ops.index_bytes
             lines.append(
                 f"| `{c.config_id}` | {c.label} | " + " | ".join(cells)
-                + f" | {_num(ops.qps, 0)} | {_num(ops.p95_ms, 2)} | {_num(ops.e2e_p95_ms, 2)} | "
+                + f" | {_num(ops.qps, 0)} | {_num(ops.p95_ms, 2)} | {_e2e(ops)} | "
                 f"{'-' if size is None else f'{size / 2**20:.1f}'} | "
                 f"{ops.unauthorized_hits if r.filters_enabled else 'not enforced'} | "
-                f"{'★' if front.get(c.config_id) else ''} |")
+                f"{_MARK.get(front.get(c.config_id, ''), '')} |")
         lines += ["", f"Pareto (★): no other config has at least as high {self.primary[0]} "
-                  "and at least as low end-to-end p95 latency, and is strictly better on one. "
+                  "and at least as low end-to-end p95 latency, and is strictly better on one; "
+                  "≈: off that front but not resolved from it (statistically tied: the best "
+                  "front config costing no more is neither better by the paired per-query "
+                  "95 % CI of the quality delta nor faster by separated p95 CIs). e2e p95 "
+                  "[95 % CI]: bootstrap over the requests it rests on. "
                   "QPS and p95: the first-stage search (batch mode; single-query mode); e2e "
                   "p95: per query, the sum of the query-time stages along the config's chain "
                   "(the query's own encoding for a dense lane, search, the shares of fusion "
@@ -126,15 +132,37 @@ class MarkdownReport:
                   ""]
         return lines
 
-    def _front(self, kept: Sequence[ConfigReport]) -> dict[str, bool]:
-        pts, ids = [], []
+    def _front(self, kept: Sequence[ConfigReport]) -> dict[str, str]:
+        """config id -> front | tied | dominated on the primary metric vs e2e p95 (the paired
+        rule of bench.report.pareto: dominated only where paired quality or the p95 CIs
+        resolve it)."""
+        metric = self.primary[0]
+        items, scores = [], {}
         for c in kept:
-            row = _find(c.summary, "all", self.primary[0])
-            p95 = c.ops.e2e_p95_ms if c.ops.e2e_p95_ms is not None else c.ops.p95_ms
-            if row is not None and row.mean is not None and p95 is not None:
-                pts.append((row.mean, p95))
-                ids.append(c.config_id)
-        return dict(zip(ids, pareto_front(pts, (True, False)), strict=True)) if pts else {}
+            row = _find(c.summary, "all", metric)
+            e2e = c.ops.e2e_p95_ms is not None
+            p95 = c.ops.e2e_p95_ms if e2e else c.ops.p95_ms
+            items.append(FrontInput(
+                c.config_id, None if row is None else row.mean,
+                None if row is None else row.ci_low, None if row is None else row.ci_high, p95,
+                cost_ci_low=c.ops.e2e_p95_ci_low if e2e else None,
+                cost_ci_high=c.ops.e2e_p95_ci_high if e2e else None))
+            if c.scores is not None:
+                scores[c.config_id] = c.scores
+        hib = next((r.higher_is_better for c in kept for r in c.summary if r.metric == metric),
+                   True)
+
+        def paired_ci(ref: str, key: str) -> tuple[float, float] | None:
+            if ref not in scores or key not in scores:
+                return None
+            va, vb, _ = paired(scores[key], scores[ref], metric)
+            if not va.size:
+                return None
+            cmp = paired_compare(va, vb, resamples=1000, seed=0)
+            return cmp.ci_low, cmp.ci_high
+
+        points = quality_cost_front(items, higher_is_better=hib, paired=paired_ci)
+        return {p.key: p.status for p in points}
 
     def _comparisons(self, r: RunReport) -> list[str]:
         rows = [c for c in r.comparisons if c.scope == "all" and c.metric in self.primary]
@@ -440,6 +468,20 @@ def _bars(ax: Any, group: Sequence[ConfigReport], scopes: list[str], metric: str
         pad = (hi - lo) * 0.08 if hi > lo else 0.01
         ax.set_ylim(lo - pad, hi + pad)
     ax.grid(axis="y", alpha=0.3)
+
+
+#: the configs table's Pareto column per front status
+_MARK = {"front": "★", "tied": "≈"}
+
+
+def _e2e(ops: ConfigRow) -> str:
+    """e2e p95 with its CI and how many requests it rests on (``-`` when not measured)."""
+    if ops.e2e_p95_ms is None:
+        return "-"
+    if ops.e2e_p95_ci_low is None or ops.e2e_p95_ci_high is None:
+        return _num(ops.e2e_p95_ms, 2)
+    return (f"{ops.e2e_p95_ms:.2f} [{ops.e2e_p95_ci_low:.2f}, {ops.e2e_p95_ci_high:.2f}] "
+            f"n={ops.n_e2e_samples}")
 
 
 def _num(v: float | None, digits: int, sign: str = "") -> str:

@@ -32,8 +32,8 @@ from bench.errors import BenchError
 from bench.report import ann_answers
 from bench.report.fmt import num
 from bench.report.jobs import EXIT_SWEEP_INCOMPLETE, read_status
-from bench.report.load import load_run
-from bench.report.pareto import pareto_front
+from bench.report.load import Merged, RunData, load_run
+from bench.report.views import cost_axes, front
 from bench.results.write import atomic_write_bytes, write_table
 
 log = logging.getLogger("bench")
@@ -60,6 +60,11 @@ SWEEP_CONFIGS = pa.schema([
     pa.field("build_s", pa.float64(), nullable=True),
     pa.field("pruned_reason", pa.string(), nullable=True),
     pa.field("on_pareto_front", pa.bool_(), nullable=False),
+    # the e2e p95's bootstrap CI over requests and the paired front rule's verdict
+    # (bench.report.pareto: front | tied | dominated | pruned | no data)
+    pa.field("e2e_p95_ci_low", pa.float64(), nullable=True),
+    pa.field("e2e_p95_ci_high", pa.float64(), nullable=True),
+    pa.field("front_status", pa.string(), nullable=False),
 ])
 
 
@@ -75,6 +80,7 @@ def collect(sweep_dir: Path, metric: str) -> tuple[list[dict[str, Any]], list[st
     """Rows (one per job x config) and the job folders that have no finished run."""
     rows: list[dict[str, Any]] = []
     missing: list[str] = []
+    runs: list[RunData] = []
     jobs = sorted((p for p in sweep_dir.iterdir() if p.is_dir() and not p.name.startswith(".")),
                   key=lambda p: (len(p.name), p.name))
     for job in jobs:
@@ -84,7 +90,9 @@ def collect(sweep_dir: Path, metric: str) -> tuple[list[dict[str, Any]], list[st
             if failed or (job / ".hydra").is_dir():
                 missing.append(job.name)
             continue
-        for c in load_run(job).configs:
+        run = load_run(job, name=job.name, prefix_keys=True)
+        runs.append(run)
+        for c in run.configs:
             main, rec, ann = (c.summary.get(("all", m))
                               for m in (metric, "recall@100", "ann_recall@10"))
             row = c.row
@@ -97,18 +105,18 @@ def collect(sweep_dir: Path, metric: str) -> tuple[list[dict[str, Any]], list[st
                 "recall_at_100": rec.mean if rec else None,
                 "ann_recall_at_10": ann.mean if ann else None,
                 "qps": row.qps, "p95_ms": row.p95_ms, "e2e_p95_ms": row.e2e_p95_ms,
+                "e2e_p95_ci_low": row.e2e_p95_ci_low, "e2e_p95_ci_high": row.e2e_p95_ci_high,
                 "index_bytes": row.index_bytes, "build_s": row.build_s,
-                "pruned_reason": row.pruned_reason,
+                "pruned_reason": row.pruned_reason, "key": c.key,
             })
-    pts: list[tuple[float, float]] = []
+    # one front over every job's configs: point front, then the paired rule for the rest
+    # (jobs on one dataset pair per query; the latency axis carries the p95 CIs)
+    verdict = {p.key: p.status for p in front(Merged(tuple(runs)), metric,
+                                              cost_axes()[0]).points} if runs else {}
     for r in rows:
-        lat = _latency(r)
-        if r["mean"] is not None and lat:
-            pts.append((r["mean"], lat))
-    flags = iter(pareto_front(pts, (True, False)) if pts else [])
-    for r in rows:
-        r["on_pareto_front"] = (bool(next(flags)) if r["mean"] is not None and _latency(r)
-                                else False)
+        key = r.pop("key")
+        r["front_status"] = verdict.get(key, "no data")
+        r["on_pareto_front"] = r["front_status"] == "front"
     return rows, missing
 
 
@@ -177,9 +185,9 @@ def write_sweep_report(sweep_dir: Path, *, metric: str = "ndcg@10",
         lines.append(
             f"| {r['job']} | `{r['overrides']}` | {r['label']} | {ci} | {r['n']} | "
             f"{_f(r['recall_at_100'], 4)} | {_f(r['ann_recall_at_10'], 4)} | {_f(r['qps'], 0)} | "
-            f"{_f(r['p95_ms'], 2)} | {_f(r['e2e_p95_ms'], 2)} | "
+            f"{_f(r['p95_ms'], 2)} | {_e2e(r)} | "
             f"{_f(None if r['index_bytes'] is None else r['index_bytes'] / 2**20, 1)} | "
-            f"{_f(r['build_s'], 2)} | {'★' if r['on_pareto_front'] else ''} |")
+            f"{_f(r['build_s'], 2)} | {_MARK.get(r['front_status'], '')} |")
     answer_rows = ann_answers.sweep_rows(sweep_dir, sorted({r["job"] for r in rows},
                                                           key=lambda j: (len(j), j)))
     lines += ann_answers.sweep_section(answer_rows)
@@ -202,7 +210,11 @@ def write_sweep_report(sweep_dir: Path, *, metric: str = "ndcg@10",
     lines += ["", f"Sweep exit code: {code} ({_MEANING[code]})."]
     lines += ["", f"Pareto (★): no other config has at least as high {metric} and at least as "
               "low end-to-end p95 latency per query (search plus fusion, filter and reranking "
-              "along its chain), and is strictly better on one.", ""]
+              "along its chain), and is strictly better on one. ≈: off that front but "
+              "statistically tied with it — the best front config costing no more is neither "
+              f"better on {metric} by the paired per-query 95 % CI (jobs on one dataset pair "
+              "per query) nor faster by separated p95 CIs. e2e p95 [95 % CI]: bootstrap over "
+              "the interleaved requests it rests on.", ""]
     plot = _plot(rows, sweep_dir / "sweep_pareto.png", metric)
     if plot is not None:
         lines += [f"![quality vs latency]({plot.name})", ""]
@@ -221,8 +233,17 @@ def write_sweep_report(sweep_dir: Path, *, metric: str = "ndcg@10",
     return out
 
 
+#: the Pareto column per front status (bench.report.pareto)
+_MARK = {"front": "★", "tied": "≈"}
+
 _MEANING = {0: "every job finished", 3: "a release gate failed",
             EXIT_SWEEP_INCOMPLETE: "incomplete: some jobs failed or did not finish"}
+
+
+def _e2e(r: dict[str, Any]) -> str:
+    if r["e2e_p95_ms"] is None or r["e2e_p95_ci_low"] is None:
+        return _f(r["e2e_p95_ms"], 2)
+    return f"{r['e2e_p95_ms']:.2f} [{r['e2e_p95_ci_low']:.2f}, {r['e2e_p95_ci_high']:.2f}]"
 
 
 def _cell(text: str) -> str:

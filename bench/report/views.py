@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bench.metrics.pairing import paired, scope_mask
+from bench.metrics.stats import paired_compare
 from bench.report.fmt import common_value
 from bench.report.load import ConfigView, Merged
-from bench.report.pareto import FrontInput, FrontPoint, quality_cost_front
+from bench.report.pareto import FrontInput, FrontPoint, PairedCI, quality_cost_front
 
 
 @dataclass(frozen=True)
@@ -22,10 +24,16 @@ class CostAxis:
     name: str
     unit: str
     value: Callable[[ConfigView], float | None]
+    #: the value's CI where it is an estimate (None: measured exactly)
+    ci: Callable[[ConfigView], tuple[float | None, float | None]] | None = None
 
 
 def _p95(c: ConfigView) -> float | None:
     return c.latency.p95_ms
+
+
+def _p95_ci(c: ConfigView) -> tuple[float | None, float | None]:
+    return c.latency.p95_ci_low, c.latency.p95_ci_high
 
 
 def _vram(c: ConfigView) -> float | None:
@@ -43,7 +51,7 @@ def cost_axes(price_per_hour: float | None = None) -> list[CostAxis]:
             return None
         return price_per_hour * c.latency.p50_ms / 1000.0 / 3600.0
 
-    return [CostAxis("p95 latency", "ms", _p95), CostAxis("peak VRAM", "MiB", _vram),
+    return [CostAxis("p95 latency", "ms", _p95, _p95_ci), CostAxis("peak VRAM", "MiB", _vram),
             CostAxis("cost per query", "$", cost)]
 
 
@@ -60,16 +68,43 @@ class Front:
         return any(p.status in ("front", "tied", "dominated") for p in self.points)
 
 
+def paired_quality(merged: Merged, metric: str, scope: str = "all", *, resamples: int = 1000,
+                   seed: int = 0, confidence: float = 0.95) -> PairedCI:
+    """(reference key, config key) -> the paired bootstrap CI of quality(reference) -
+    quality(config) on the queries both scored (the one pairing rule), or None when they do
+    not pair: another dataset, no per-query values, no shared query."""
+    by_key = {c.key: c for c in merged.configs}
+    prints = {r.run_dir: (r.manifest.get("dataset") or {}).get("fingerprint")
+              for r in merged.runs}
+
+    def ci(ref: str, key: str) -> tuple[float, float] | None:
+        a, b = by_key[ref], by_key[key]
+        if a.scores is None or b.scores is None or prints[a.run_dir] != prints[b.run_dir]:
+            return None
+        va, vb, cats = paired(b.scores, a.scores, metric)
+        sel = scope_mask(cats, scope)
+        if not sel.any():
+            return None
+        cmp = paired_compare(va[sel], vb[sel], resamples=resamples, seed=seed,
+                             confidence=confidence)
+        return cmp.ci_low, cmp.ci_high
+
+    return ci
+
+
 def front(merged: Merged, metric: str, axis: CostAxis, scope: str = "all") -> Front:
     hib = merged.higher_is_better(metric)
     inputs = []
     for c in merged.configs:
         row = c.mean(metric, scope)
+        lo, hi = axis.ci(c) if axis.ci is not None else (None, None)
         inputs.append(FrontInput(
             c.key, None if row is None else row.mean, None if row is None else row.ci_low,
-            None if row is None else row.ci_high, axis.value(c), pruned=not c.kept))
-    return Front(metric, hib, axis, tuple(quality_cost_front(inputs, higher_is_better=hib)),
-                 tuple(inputs))
+            None if row is None else row.ci_high, axis.value(c), pruned=not c.kept,
+            cost_ci_low=lo, cost_ci_high=hi))
+    points = quality_cost_front(inputs, higher_is_better=hib,
+                                paired=paired_quality(merged, metric, scope))
+    return Front(metric, hib, axis, tuple(points), tuple(inputs))
 
 
 def saturated(merged: Merged, metric: str, scope: str = "all", tol: float = 1e-9) -> float | None:

@@ -130,6 +130,17 @@ class ConfigRow:
     #: nvml_used); null without a GPU reading
     peak_vram_bytes: int | None = None
     peak_vram_measure: str | None = None
+    #: bootstrap CIs of the e2e percentiles over the n_e2e_samples requests (schema >= 4)
+    e2e_p50_ci_low: float | None = None
+    e2e_p50_ci_high: float | None = None
+    e2e_p95_ci_low: float | None = None
+    e2e_p95_ci_high: float | None = None
+    e2e_p99_ci_low: float | None = None
+    e2e_p99_ci_high: float | None = None
+    #: warm-up requests excluded from the e2e figures
+    n_latency_warmup: int | None = None
+    #: interleaved (bench.pipeline.latency) | sum of stage samples
+    latency_source: str | None = None
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-#: 3: comparisons.parquet gained ``mde`` (nullable; files of version 2 lack it and read as
-#: None). 2: per_query.parquet gained ``status``.
-SCHEMA_VERSION = 3
+#: 4: configs.parquet gained the bootstrap CIs of ``e2e_p50/p95/p99_ms`` over requests,
+#: ``n_latency_warmup`` and ``latency_source`` (interleaved | sum of stage samples), and
+#: latency.parquet holds every request of the interleaved latency pass; files of version 3
+#: lack them and read as None. 3: comparisons.parquet gained ``mde`` (nullable; files of
+#: version 2 lack it and read as None). 2: per_query.parquet gained ``status``.
+SCHEMA_VERSION = 4
 
 #: per_query.parquet: one row per (config_id, query_id, metric).
 PER_QUERY = pa.schema(
@@ -133,6 +136,35 @@ CONFIGS = pa.schema(
         # peak VRAM of the chain: torch_peak_allocated (needed) or nvml_used (card-wide)
         pa.field("peak_vram_bytes", pa.int64(), nullable=True),
         pa.field("peak_vram_measure", pa.string(), nullable=True),
+        # schema >= 4: bootstrap CIs of the e2e percentiles over the requests they rest on
+        # (n_e2e_samples), the warm-up requests excluded, and where the e2e figures come from:
+        # "interleaved" (bench.pipeline.latency) or "sum of stage samples"
+        pa.field("e2e_p50_ci_low", pa.float64(), nullable=True),
+        pa.field("e2e_p50_ci_high", pa.float64(), nullable=True),
+        pa.field("e2e_p95_ci_low", pa.float64(), nullable=True),
+        pa.field("e2e_p95_ci_high", pa.float64(), nullable=True),
+        pa.field("e2e_p99_ci_low", pa.float64(), nullable=True),
+        pa.field("e2e_p99_ci_high", pa.float64(), nullable=True),
+        pa.field("n_latency_warmup", pa.int64(), nullable=True),
+        pa.field("latency_source", pa.string(), nullable=True),
+    ]
+)
+
+#: latency.parquet (schema >= 4): every request of the interleaved latency pass
+#: (bench.pipeline.latency), warm-up requests included and flagged.
+LATENCY = pa.schema(
+    [
+        pa.field("schema_version", pa.int32(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("config_id", pa.string(), nullable=False),
+        pa.field("query_id", pa.string(), nullable=False),
+        # the request's round (warm-up rounds first) and its position within the round
+        pa.field("round", pa.int64(), nullable=False),
+        pa.field("position", pa.int64(), nullable=False),
+        pa.field("warmup", pa.bool_(), nullable=False),
+        pa.field("e2e_ms", pa.float64(), nullable=False),
+        # the chain's latency stages as the ops timed them, as JSON {stage: ms}
+        pa.field("stage_ms_json", pa.string(), nullable=False),
     ]
 )
 
@@ -167,4 +199,5 @@ TABLES = {
     "summary": SUMMARY,
     "configs": CONFIGS,
     "comparisons": COMPARISONS,
+    "latency": LATENCY,
 }
