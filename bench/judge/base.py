@@ -70,6 +70,8 @@ class Verdict:
     scores: tuple[tuple[str, float], ...]
     calls: tuple[JudgeCall, ...]
     detail: str = ""
+    #: which of the ``judge.repeats`` judgments of this answer it is (0: the first)
+    repeat: int = 0
 
     def __post_init__(self) -> None:
         if self.status not in VERDICT_STATUSES:

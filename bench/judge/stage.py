@@ -40,12 +40,16 @@ _VERDICT_SCHEMA = pa.schema([
     pa.field("scores", pa.list_(pa.struct([pa.field("metric", pa.string()),
                                            pa.field("value", pa.float64())]))),
     pa.field("calls", pa.list_(_CALL)), pa.field("detail", pa.string()),
+    pa.field("repeat", pa.int64()),
 ])
 
 
 def _members(judge: Judge) -> list[Judge]:
+    from bench.judge.repeats import RepeatedJudge
     from bench.judge.suite import JudgeSuite
 
+    if isinstance(judge, RepeatedJudge):
+        return _members(judge.inner)
     return list(judge.judges) if isinstance(judge, JudgeSuite) else [judge]
 
 
@@ -60,8 +64,21 @@ def judge_metrics(judge: Judge) -> dict[str, tuple[str, ...]]:
 
 
 def verdict_values(judge: Judge, verdicts: Sequence[Verdict]) -> list[QueryValue]:
+    """Per-query rows of every judge metric; with ``judge.repeats`` the mean over the
+    repeats that scored it (bench.judge.repeats)."""
+    from bench.judge.repeats import mean_over_repeats, repeat_rows
+
     metrics = judge_metrics(judge)
-    return [row for v in verdicts for row in v.values(metrics[v.judge])]
+    if all(v.repeat == 0 for v in verdicts):
+        return [row for v in verdicts for row in v.values(metrics[v.judge])]
+    return mean_over_repeats(repeat_rows(verdicts, metrics))
+
+
+def judge_repeats(judge: Judge) -> int:
+    """How many times the judge judges each answer (``judge.repeats``)."""
+    from bench.judge.repeats import RepeatedJudge
+
+    return judge.repeats if isinstance(judge, RepeatedJudge) else 1
 
 
 def save_verdicts(verdicts: Sequence[Verdict], path: Path) -> None:
@@ -71,7 +88,7 @@ def save_verdicts(verdicts: Sequence[Verdict], path: Path) -> None:
         "calls": [{"step": c.step, "status": c.status, "attempts": c.attempts,
                    "first_valid": c.first_valid, "raw": list(c.raw),
                    "errors": list(c.errors)} for c in v.calls],
-        "detail": v.detail,
+        "detail": v.detail, "repeat": v.repeat,
     } for v in verdicts]
     pq.write_table(pa.Table.from_pylist(rows, schema=_VERDICT_SCHEMA), path)
 
@@ -81,9 +98,10 @@ def load_verdicts(path: Path) -> list[Verdict]:
     for r in pq.read_table(path).to_pylist():
         calls = tuple(JudgeCall(c["step"], c["status"], c["attempts"], c["first_valid"],
                                 tuple(c["raw"]), tuple(c["errors"])) for c in r["calls"])
+        # verdicts cached before judge.repeats existed have no repeat column: the first
         out.append(Verdict(r["query_id"], r["judge"], r["status"],
                            tuple((s["metric"], s["value"]) for s in r["scores"]), calls,
-                           r["detail"]))
+                           r["detail"], int(r.get("repeat") or 0)))
     return out
 
 

@@ -155,7 +155,8 @@ def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
     if comps.judge is not None:
         names = judge_metrics(comps.judge)
         for judge, metrics in names.items():
-            mine = [v for v in a.verdicts if v.judge == judge]
+            # per answer: the first of judge.repeats judgments (calls count every repeat)
+            mine = [v for v in a.verdicts if v.judge == judge and v.repeat == 0]
             for m in metrics:
                 rows = [r for v in mine for r in v.values((m,))]
                 counts.append((m, sum(r.status == SCORED for r in rows),
@@ -183,7 +184,7 @@ def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
         judge=None if comps.judge is None else judge_name(comps.judge),
         judge_calls=validity.denominator, judge_schema_valid=validity.numerator,
         judge_schema_validity=validity.rate,
-        judge_invalid=sum(v.status == INVALID for v in a.verdicts),
+        judge_invalid=sum(v.status == INVALID for v in a.verdicts if v.repeat == 0),
         judge_counts=tuple(counts),
         judge_model=None if judge_model is None else generator_name(judge_model),
         memo=None if memo is None else (memo.answer_hits, memo.answer_misses,

@@ -157,7 +157,14 @@ def build_generation(cfg: DictConfig) -> tuple[Generator | None,
                 judge_gen = generator
             elif cfg.generation.memo:
                 judge_gen = memoised(judge_gen, cfg)
+        repeats = node.pop("repeats", 1)
+        if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+            raise ConfigError("judge.repeats", f"must be an integer >= 1, got {repeats!r}")
         judge = build(node, "judge", generator=judge_gen)
+        if judge is not None and repeats > 1:
+            from bench.judge.repeats import RepeatedJudge
+
+            judge = RepeatedJudge(judge, repeats)
     return generator, context, answers, judge
 
 

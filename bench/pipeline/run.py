@@ -39,7 +39,8 @@ from bench.generation.stage import (
     query_subset,
 )
 from bench.index.base import SearchResult
-from bench.judge.stage import judge_generator
+from bench.judge.repeats import repeat_summary
+from bench.judge.stage import judge_generator, judge_repeats
 from bench.metrics.decisions import DecisionRecord, evaluate_decisions
 from bench.metrics.engine import Qrels
 from bench.pipeline import latency
@@ -72,6 +73,7 @@ from bench.results.records import (
     FilterDecisionRecord,
     GenerationSummary,
     GoldProbeSummary,
+    JudgeNoise,
 )
 from bench.retrieval.base import Pool
 from bench.telemetry.base import RecordingTelemetry, StageTiming, Telemetry
@@ -215,8 +217,13 @@ def score(p: Prepared, configs: list[ConfigRun], probe: ProbeOutcome,
                 got = answered(c.spec, p.executor)
                 rows, abstention = answer_values(p.comps, dataset, got)
                 s = merge_answer_scores(s, dataset, rows, got.generations, settings)
-                gen_summaries[c.spec.config_id] = generation_summary(
-                    c.spec, p.comps, got, abstention, memo.get(c.spec.config_id))
+                n_rep = 1 if p.comps.judge is None else judge_repeats(p.comps.judge)
+                split: tuple[JudgeNoise, ...] = ()
+                if p.comps.judge is not None:
+                    s, split = repeat_summary(s, got.verdicts, p.comps.judge, n_rep, settings)
+                gen_summaries[c.spec.config_id] = replace(generation_summary(
+                    c.spec, p.comps, got, abstention, memo.get(c.spec.config_id)),
+                    judge_repeats=n_rep, judge_noise=split)
                 gp = gold_probe_summary(c.spec, p.executor,
                                         None if p.generation is None else p.generation.scope)
                 if gp is not None:

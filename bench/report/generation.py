@@ -72,6 +72,7 @@ def generation_section(r: RunReport) -> list[str]:
         for metric, _n, n_nc, n_inv, n_fail in g.judge_counts:
             lines.append(f"| {g.label} | {metric} | {_cell(_row(rows, metric))} | {n_nc} | "
                          f"{n_inv} | {n_fail} |")
+    lines += _judge_noise(r)
     lines += ["", "| config | abstention P | abstention R | coverage | answered accuracy | "
               "must-abstain | abstained | TTFT p50/p95 ms | TPOT p50/p95 ms | ITL p50/p95 ms | "
               "E2E p50/p95 ms | judge schema-valid (first try) |",
@@ -89,6 +90,39 @@ def generation_section(r: RunReport) -> list[str]:
               + ", ".join(f"{g.label}: {g.n_failed} failed, {g.n_timeout} timed out"
                           for g in r.generation) + ".", ""]
     return lines
+
+
+def _judge_noise(r: RunReport) -> list[str]:
+    """Query variation vs judge noise per judge metric (``judge.repeats`` >= 2)."""
+    rows = [(g, n) for g in r.generation for n in g.judge_noise]
+    if not rows:
+        return []
+    reps = rows[0][1].repeats
+    out = ["", f"Judge noise: every answer judged {reps} times (repeat r with the judge's "
+           "seed + 1000 r, its configured temperature). Query variation = variance of the "
+           "per-query means across queries; judge noise = mean variance between the repeats "
+           "of one answer; the judge-noise share is judge / (query + judge). The judge "
+           "metrics' CIs above are two-level bootstraps (queries, then each query's "
+           "repeats), so they include the judge noise; the queries-only CI is shown for "
+           "comparison.", "",
+           "| config | metric | n | mean | query variation | judge noise | judge-noise share | "
+           "mean CV | CI (queries only) | CI (two-level) |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    for g, n in rows:
+        if n.mean is None:
+            out.append(f"| {g.label} | {n.metric} | {n.n_queries} | - | - | - | - | - | "
+                       "fewer than 2 queries with 2 scored repeats | - |")
+            continue
+        q_ci = "-" if n.ci_queries is None else f"[{n.ci_queries[0]:.4f}, {n.ci_queries[1]:.4f}]"
+        t_ci = ("-" if n.ci_two_level is None
+                else f"[{n.ci_two_level[0]:.4f}, {n.ci_two_level[1]:.4f}]")
+        out.append(f"| {g.label} | {n.metric} | {n.n_queries} | {_f(n.mean)} | "
+                   f"{_f(n.query_variance)} | {_f(n.judge_variance)} | {_f(n.judge_share)} | "
+                   f"{_f(n.mean_cv)} | {q_ci} | {t_ci} |")
+    if all(n.judge_variance == 0 for _, n in rows if n.judge_variance is not None):
+        out += ["", "Every repeat gave the same verdict (a deterministic judge, e.g. "
+                "temperature 0 on a greedy backend): all of the variance is query variation."]
+    return out
 
 
 def _validity(g: GenerationSummary) -> str:

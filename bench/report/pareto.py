@@ -134,12 +134,13 @@ def _cheaper(f: FrontInput, c: FrontInput, margin: float) -> bool:
     """Whether front config f costs less than c beyond doubt: an estimated cost (latency)
     when the two CIs separate, and by more than ``margin``; an exact cost (bytes, a price)
     only by more than a stated ``margin`` > 0 (without one, cost alone never dominates)."""
-    gap = c.cost - f.cost  # type: ignore[operator]
+    assert f.cost is not None and c.cost is not None  # usable items only
+    gap = c.cost - f.cost
     if f.cost_ci_high is None and c.cost_ci_low is None:
-        return bool(margin > 0 and gap > margin)
-    f_hi = f.cost if f.cost_ci_high is None else max(f.cost_ci_high, f.cost)  # type: ignore[type-var]
-    c_lo = c.cost if c.cost_ci_low is None else min(c.cost_ci_low, c.cost)  # type: ignore[type-var]
-    return bool(f_hi < c_lo and gap > margin)
+        return margin > 0 and gap > margin
+    f_hi = f.cost if f.cost_ci_high is None else max(f.cost_ci_high, f.cost)
+    c_lo = c.cost if c.cost_ci_low is None else min(c.cost_ci_low, c.cost)
+    return f_hi < c_lo and gap > margin
 
 
 def _overlaps(c: FrontInput, f: FrontInput, sign: float) -> bool:

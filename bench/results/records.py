@@ -217,6 +217,32 @@ class GenerationSummary:
     #: memo, judge calls generated) while this config ran; (0, 0, 0, 0) when its answers and
     #: verdicts were loaded from the cache; None without the memo
     memo: tuple[int, int, int, int] | None = None
+    #: ``judge.repeats``: times each answer was judged; with >= 2, the variance split per
+    #: judge metric (bench.judge.repeats)
+    judge_repeats: int = 1
+    judge_noise: tuple[JudgeNoise, ...] = ()
+
+
+@dataclass(frozen=True)
+class JudgeNoise:
+    """The variance split of one judge metric judged ``repeats`` times per answer, over the
+    ``n_queries`` queries with >= 2 scored repeats (bench.judge.repeats)."""
+
+    metric: str
+    repeats: int
+    n_queries: int
+    mean: float | None
+    #: variance of the per-query means across queries ("query variation")
+    query_variance: float | None
+    #: mean within-query, between-repeat variance ("judge noise")
+    judge_variance: float | None
+    #: judge_variance / (query_variance + judge_variance)
+    judge_share: float | None
+    #: mean over queries of sd / mean (queries with mean > 0)
+    mean_cv: float | None
+    #: the mean's CI resampling queries only, and the two-level one (queries, then repeats)
+    ci_queries: tuple[float, float] | None
+    ci_two_level: tuple[float, float] | None
 
 
 @dataclass(frozen=True)

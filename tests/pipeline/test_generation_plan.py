@@ -198,3 +198,36 @@ def test_query_subset_is_seeded_and_covers_categories() -> None:
     assert {cats[i] for i in a} == set(cats.values())  # 4 categories, 2 each
     assert query_subset(ds, None, 0) == tuple(q.query_id for q in ds.queries)
     assert query_subset(ds, 8, 1) != a
+
+
+def test_judge_repeats_split_query_variation_from_judge_noise(compose_cfg,  # type: ignore[no-untyped-def]
+                                                              tmp_path: Path) -> None:
+    """judge.repeats=3 with the deterministic echo judge: three verdicts per answer, the
+    per-query value their mean (= the single verdict), zero judge noise, the split in run.json
+    and report.md; and a bad repeats value is a config error before any work."""
+    import json as _json
+
+    from bench.errors import ConfigError
+
+    res = run(compose_cfg(_overrides(tmp_path / "cache", "judge.repeats=3",
+                                     "generation.kinds=[dense]")), tmp_path / "r")
+    assert res.exit_code == 0
+    gen = _json.loads((tmp_path / "r/run.json").read_text())["generation"]["configs"]
+    (summary,) = gen.values()
+    assert summary["judge_repeats"] == 3
+    split = {n["metric"]: n for n in summary["judge_noise"]}
+    assert split["answer_relevancy"]["judge_variance"] == 0.0
+    assert split["answer_relevancy"]["n_queries"] >= 2
+    assert "Judge noise: every answer judged 3 times" in (tmp_path / "r/report.md").read_text()
+    once = run(compose_cfg(_overrides(tmp_path / "cache", "generation.kinds=[dense]")),
+               tmp_path / "once")
+    assert once.exit_code == 0
+
+    def values(d: Path) -> dict[tuple[str, str], float | None]:
+        return {(r["query_id"], r["metric"]): r["value"]
+                for r in pq.read_table(d / "per_query.parquet").to_pylist()
+                if r["metric"] in ("faithfulness", "answer_relevancy")}
+
+    assert values(tmp_path / "r") == values(tmp_path / "once")
+    with pytest.raises(ConfigError, match="judge.repeats"):
+        run(compose_cfg(_overrides(tmp_path / "c2", "judge.repeats=0")), tmp_path / "bad")
