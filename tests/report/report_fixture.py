@@ -53,7 +53,9 @@ def write_run(d: Path, *, extra: dict[str, list[Any]] | None = None, run_id: str
     configs = []
     for i in range(N_CONFIGS):
         p = p95(i)
-        configs.append({**base, "config_id": cid(i), "label": label(i), "kind": kind(i),
+        # every nullable column a newer schema adds reads as missing unless set below
+        nullable = {f.name: None for f in CONFIGS if f.nullable}
+        configs.append({**nullable, **base, "config_id": cid(i), "label": label(i), "kind": kind(i),
                         "params_json": json.dumps({"ef": i} if kind(i) == "dense" else {}),
                         "parent_config_id": None, "status": "pruned" if i == 8 else "ok",
                         "pruned_reason": "p95 9.00 ms > 5 ms" if i == 8 else None,
