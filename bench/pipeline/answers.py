@@ -21,11 +21,19 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from bench.context.base import Context
 from bench.context.gold_position import REASONS, GoldAt
+from bench.context.metrics import ContextItem, context_metric_values, diagnose
 from bench.data.base import Dataset
 from bench.generation.base import Generation
 from bench.generation.memo import MemoCounts
-from bench.generation.stage import ContextOp, Contexts, JudgedScope, generator_name
+from bench.generation.stage import (
+    ContextOp,
+    Contexts,
+    JudgedScope,
+    generator_name,
+    relevant_docs,
+)
 from bench.judge.base import Verdict, schema_validity
 from bench.judge.stage import judge_generator, judge_metrics, judge_name, verdict_values
 from bench.metrics.answer import AbstentionReport, answer_items
@@ -52,7 +60,7 @@ class Answered:
     """What a generated config produced: answers, contexts, verdicts (empty: no judge)."""
 
     generations: tuple[Generation, ...]
-    contexts: tuple[object, ...]
+    contexts: tuple[Context, ...]
     verdicts: tuple[Verdict, ...]
 
 
@@ -74,9 +82,11 @@ def _status(v: QueryValue, gen: Generation | None) -> str:
     raise ValueError(f"unexpected status {v.status!r} of {v.metric}")
 
 
-def answer_values(comps: Components, dataset: Dataset, a: Answered
+def answer_values(comps: Components, dataset: Dataset, a: Answered, *,
+                  relevance_level: int = 1
                   ) -> tuple[list[QueryValue], AbstentionReport | None]:
-    """Answer-check rows then judge rows, for every answered query."""
+    """Answer-check rows, context rows (``bench.context.metrics``: the evidence in the prompt)
+    then judge rows, for every answered query."""
     by_id = {q.query_id: q for q in dataset.queries}
     queries = [by_id[g.request_id] for g in a.generations]
     rows: list[QueryValue] = []
@@ -86,9 +96,30 @@ def answer_values(comps: Components, dataset: Dataset, a: Answered
         checks = comps.answers.score(items)
         rows += checks
         report = comps.answers.abstention(items, checks)
+    rows += context_rows(comps, dataset, a, relevance_level)
     if comps.judge is not None:
         rows += verdict_values(comps.judge, a.verdicts)
     return rows, report
+
+
+def context_rows(comps: Components, dataset: Dataset, a: Answered, relevance_level: int
+                 ) -> list[QueryValue]:
+    """The context metrics of each answered query, on the context its answer was generated
+    from (the claim matcher's threshold is the answer checks', so a claim counts as covered by
+    the context exactly when it would count as covered by an answer)."""
+    by_id = {q.query_id: q for q in dataset.queries}
+    ctx_of = {c.query_id: c for c in a.contexts}
+    visible, _ = relevant_docs(dataset, relevance_level)
+    items = []
+    for g in a.generations:
+        q, ctx = by_id[g.request_id], ctx_of.get(g.request_id)
+        if ctx is None:  # a judged builder left the query out: no prompt, no answer
+            continue
+        items.append(ContextItem(q.query_id, ctx, frozenset(visible[q.query_id]),
+                                 q.required_claims, g.text if g.status == "ok" else None,
+                                 q.must_abstain))
+    threshold = 0.5 if comps.answers is None else comps.answers.claim_f1_threshold
+    return context_metric_values(items, f1_threshold=threshold)
 
 
 def merge_answer_scores(base: ConfigScores, dataset: Dataset, rows: Sequence[QueryValue],
@@ -142,7 +173,11 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
                        abstention: AbstentionReport | None,
-                       memo: MemoCounts | None = None) -> GenerationSummary:
+                       memo: MemoCounts | None = None,
+                       rows: Sequence[QueryValue] = (),
+                       dataset: Dataset | None = None) -> GenerationSummary:
+    """``rows`` / ``dataset``: the config's answer rows (``answer_values``) and its dataset,
+    for the context-by-answer diagnosis (None without them)."""
     ok = [g for g in a.generations if g.status == "ok"]
     ttft = _pcts([g.ttft_ms for g in ok if g.ttft_ms is not None])
     tpot = _pcts([g.tpot_ms for g in ok if g.tpot_ms is not None])
@@ -186,7 +221,12 @@ def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
         judge_counts=tuple(counts),
         judge_model=None if judge_model is None else generator_name(judge_model),
         memo=None if memo is None else (memo.answer_hits, memo.answer_misses,
-                                        memo.judge_hits, memo.judge_misses))
+                                        memo.judge_hits, memo.judge_misses),
+        context_passages_mean=_mean([len(c.passages) for c in a.contexts]),
+        context_docs_mean=_mean([len(c.doc_ids) for c in a.contexts]),
+        diagnosis=None if dataset is None or not rows else diagnose(
+            [g.request_id for g in a.generations],
+            {q.query_id: q.must_abstain for q in dataset.queries}, rows))
 
 
 def gold_probe_summary(spec: ConfigSpec, executor: Executor, scope: JudgedScope | None

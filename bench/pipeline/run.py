@@ -209,10 +209,12 @@ def score(p: Prepared, configs: list[ConfigRun], probe: ProbeOutcome,
                            list(m.names), relevance_level=m.relevance_level, settings=settings)
             if c.spec.kind is ConfigKind.GENERATED:
                 got = answered(c.spec, p.executor)
-                rows, abstention = answer_values(p.comps, dataset, got)
+                rows, abstention = answer_values(p.comps, dataset, got,
+                                                 relevance_level=m.relevance_level)
                 s = merge_answer_scores(s, dataset, rows, got.generations, settings)
                 gen_summaries[c.spec.config_id] = generation_summary(
-                    c.spec, p.comps, got, abstention, memo.get(c.spec.config_id))
+                    c.spec, p.comps, got, abstention, memo.get(c.spec.config_id), rows,
+                    dataset)
                 gp = gold_probe_summary(c.spec, p.executor,
                                         None if p.generation is None else p.generation.scope)
                 if gp is not None:

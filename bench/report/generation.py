@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bench.context.metrics import CONTEXT_METRICS, JUDGED_DIAGNOSTICS, ContextDiagnosis
 from bench.report.base import ConfigReport, RunReport
 from bench.report.fmt import num
 from bench.results.records import GenerationSummary, GoldProbeSummary, SummaryRow
@@ -63,6 +64,7 @@ def generation_section(r: RunReport) -> list[str]:
         rows = by_id[g.config_id].summary if g.config_id in by_id else ()
         lines.append(f"| {g.label} | " + " | ".join(_cell(_row(rows, m)) for m in ANSWER_ROWS)
                      + " |")
+    lines += context_table(r, by_id)
     lines += ["", "Judge metrics (no_claims and invalid answers are excluded from the mean and "
               "counted here; never scored, never NaN):", "",
               "| config | metric | mean [CI] (n) | no_claims | invalid | failed |",
@@ -88,6 +90,57 @@ def generation_section(r: RunReport) -> list[str]:
               "backend a request's TTFT is its batch's prefill); generation failures: "
               + ", ".join(f"{g.label}: {g.n_failed} failed, {g.n_timeout} timed out"
                           for g in r.generation) + ".", ""]
+    return lines
+
+
+def context_table(r: RunReport, by_id: dict[str, ConfigReport]) -> list[str]:
+    """The context metrics beside the answer table: the evidence at the k the generator got,
+    not the pool's recall@100; then each config's diagnostic matrix."""
+    lines = ["", "Evidence in the context the generator saw (its own passage count, document "
+             "level: several chunks of one document count once; claims matched as "
+             "`claims_coverage` matches them; docs/metrics.md \"Context\"):", "",
+             "| config | passages | documents | " + " | ".join(CONTEXT_METRICS) + " |",
+             "|---|---:|---:|" + "---:|" * len(CONTEXT_METRICS)]
+    for g in r.generation:
+        rows = by_id[g.config_id].summary if g.config_id in by_id else ()
+        lines.append(f"| {g.label} | {_f(g.context_passages_mean, 2)} | "
+                     f"{_f(g.context_docs_mean, 2)} | "
+                     + " | ".join(_cell(_row(rows, m)) for m in CONTEXT_METRICS) + " |")
+    judged = {m for g in r.generation for m, *_ in g.judge_counts}
+    missing = [m for m in JUDGED_DIAGNOSTICS if m not in judged]
+    if missing:
+        lines += ["", "RAGChecker's " + ", ".join(f"`{m}`" for m in missing) + ": unscored "
+                  "— they need an LLM judge's claim-level entailment (add `diagnostics` to "
+                  "`judge.judges`)."]
+    for g in r.generation:
+        if g.diagnosis is not None:
+            lines += diagnosis_lines(g.label, g.diagnosis)
+    return lines
+
+
+def _ids(ids: Sequence[str], limit: int = 12) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f", … (+{len(ids) - limit})" if len(ids) > limit else "") or "-"
+
+
+def diagnosis_lines(label: str, d: ContextDiagnosis) -> list[str]:
+    """One config's context x answer matrix: counts, query ids and the layer to fix."""
+    lines = ["", f"Diagnosis of {label}: context good = {d.context_rule}, answer good = "
+             f"{d.answer_rule}, per answerable query.", "",
+             "| context | answer | queries | layer to fix | query ids |",
+             "|---|---|---:|---|---|"]
+    for c in d.cells:
+        lines.append(f"| {'good' if c.context_good else 'bad'} | "
+                     f"{'good' if c.answer_good else 'bad'} | {len(c.query_ids)} | {c.layer} | "
+                     f"{_ids(c.query_ids)} |")
+    if d.abstain_refused or d.abstain_answered:
+        lines.append(f"| (must abstain) | refused | {len(d.abstain_refused)} | none | "
+                     f"{_ids(d.abstain_refused)} |")
+        lines.append(f"| (must abstain) | answered | {len(d.abstain_answered)} | generation | "
+                     f"{_ids(d.abstain_answered)} |")
+    if d.unplaced:
+        lines += ["", "Not placed (no value to place them by): "
+                  + "; ".join(f"{q} ({why})" for q, why in d.unplaced) + "."]
     return lines
 
 

@@ -8,6 +8,10 @@ writer fills a table from the records' fields by name.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a record type of the context stage, only named here
+    from bench.context.metrics import ContextDiagnosis
 
 #: per-(query, metric) statuses (docs/metrics.md completion accounting). ``scored`` and
 #: ``missing_run`` (an empty ranking, scored 0 as trec_eval -c) carry a value; the others do not
@@ -206,6 +210,12 @@ class GenerationSummary:
     #: memo, judge calls generated) while this config ran; (0, 0, 0, 0) when its answers and
     #: verdicts were loaded from the cache; None without the memo
     memo: tuple[int, int, int, int] | None = None
+    #: passages and distinct documents of the contexts the generator saw, mean per answer
+    context_passages_mean: float | None = None
+    context_docs_mean: float | None = None
+    #: context good/bad x answer good/bad per query, with the layer to fix
+    #: (``bench.context.metrics.diagnose``); None where the run has no answer checks
+    diagnosis: ContextDiagnosis | None = None
 
 
 @dataclass(frozen=True)

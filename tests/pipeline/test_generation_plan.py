@@ -154,6 +154,23 @@ def test_generated_configs_cache_score_and_compare(compose_cfg, tmp_path: Path) 
     assert gsum["n_must_abstain"] == sum(1 for q in answered if int(q.rsplit("q", 1)[1]) >= 18)
     report = (tmp_path / "r1" / "report.md").read_text()
     assert "## Answers and judges" in report
+    # context metrics: on the answered queries with gold, at the passages of the prompt
+    ctx_of = {(r["query_id"], r["metric"]): r for r in mine if r["metric"] in (
+        "gold_in_context", "context_recall", "context_precision", "context_claim_recall")}
+    with_gold = {q for q in answered if int(q.rsplit("q", 1)[1]) < 18}
+    assert {q for q, m in ctx_of if m == "gold_in_context"} == with_gold
+    for q in with_gold:
+        hit, rec = ctx_of[(q, "gold_in_context")]["value"], ctx_of[(q, "context_recall")]["value"]
+        assert hit == float(rec > 0) and ctx_of[(q, "context_precision")]["value"] <= hit
+    assert gsum["context_passages_mean"] >= gsum["context_docs_mean"] > 0
+    diag = gsum["diagnosis"]
+    placed = sum(len(c["query_ids"]) for c in diag["cells"]) + len(diag["abstain_refused"]) \
+        + len(diag["abstain_answered"]) + len(diag["unplaced"])
+    assert placed == 12
+    hits = {q for q in with_gold if ctx_of[(q, "gold_in_context")]["value"] == 1.0}
+    assert {q for c in diag["cells"] if c["context_good"] for q in c["query_ids"]} <= hits
+    assert "| context | answer | queries | layer to fix | query ids |" in report
+    assert "gold_in_context" in report and "unscored" in report  # no diagnostics judge here
 
     # the same run again: every answer and verdict is a cache hit
     CALLS.clear()
