@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from bench.context.base import Context
 from bench.data.base import Query
@@ -160,7 +160,10 @@ class PairItem:
 @dataclass(frozen=True)
 class PairVerdict:
     """``winner``: config_a | config_b | "tie" ("" unless ok). A verdict that flips with the
-    presentation order is a tie with ``consistent`` False."""
+    presentation order is a tie with ``consistent`` False. ``prefs``: config_a's preference
+    (1 / 0.5 / 0) as each order was answered, ab first; ``preference``: the aggregate when it
+    is not the winner's (the mean of the orders, ``aggregate=mean``); ``judge``: the judge
+    model that gave it (short name)."""
 
     query_id: str
     config_a: str
@@ -169,6 +172,9 @@ class PairVerdict:
     winner: str
     consistent: bool
     calls: tuple[JudgeCall, ...]
+    prefs: tuple[float, ...] = ()
+    preference: float | None = None
+    judge: str = ""
 
     def value(self) -> QueryValue:
         """The per-query ``pairwise_preference`` row of config_a (config_b's is 1 - it)."""
@@ -182,11 +188,15 @@ class PairVerdict:
         """1 when config_a won, 0.5 on a tie, 0 when it lost; None unless ok."""
         if self.status != OK:
             return None
+        if self.preference is not None:
+            return self.preference
         return 1.0 if self.winner == self.config_a else 0.5 if self.winner == "tie" else 0.0
 
 
+@runtime_checkable
 class PairwiseJudge(Protocol):
-    """A judge of preferences between two answers (asked in both orders)."""
+    """A judge of preferences between two answers (asked in both orders); the plan compares
+    generated configs with it instead of judging each one (``bench.judge.pairing``)."""
 
     name: str
 
@@ -215,7 +225,8 @@ def schema_validity(calls: Iterable[JudgeCall]) -> Rate:
 
 
 def position_consistency(verdicts: Iterable[PairVerdict]) -> Rate:
-    """Pairwise verdicts that agree in both orders / ok pairwise verdicts."""
-    ok = [v for v in verdicts if v.status == OK]
+    """Pairwise verdicts that agree in both orders / ok pairwise verdicts asked in both orders
+    (a verdict asked in one order cannot show its position bias)."""
+    ok = [v for v in verdicts if v.status == OK and len(v.prefs) != 1]
     n_c = sum(v.consistent for v in ok)
     return Rate(n_c / len(ok) if ok else None, n_c, len(ok))

@@ -34,7 +34,8 @@ from bench.generation.stage import (
     generator_name,
     relevant_docs,
 )
-from bench.judge.base import Verdict, schema_validity
+from bench.judge.base import PairwiseJudge, Verdict, schema_validity
+from bench.judge.pairing import PairRun, PairwiseOp, pairwise_summary
 from bench.judge.stage import judge_generator, judge_metrics, judge_name, verdict_values
 from bench.metrics.answer import AbstentionReport, answer_items
 from bench.metrics.base import (
@@ -48,7 +49,7 @@ from bench.metrics.base import (
 )
 from bench.pipeline.components import Components
 from bench.pipeline.executor import Executor
-from bench.pipeline.plan import ConfigSpec
+from bench.pipeline.plan import ConfigKind, ConfigSpec
 from bench.pipeline.scoring import ConfigScores, SummarySettings, summarize_values
 from bench.results.records import ConfigRow, GenerationSummary, GoldProbeSummary
 
@@ -62,12 +63,16 @@ class Answered:
     generations: tuple[Generation, ...]
     contexts: tuple[Context, ...]
     verdicts: tuple[Verdict, ...]
+    #: judge=pairwise: this config's answers against the baseline's (None: not compared)
+    pairs: PairRun | None = None
 
 
 def answered(spec: ConfigSpec, executor: Executor) -> Answered:
     assert spec.answers is not None
     gens: list[Generation] = executor.value(spec.answers)
     ctx: Contexts = executor.value(spec.answers.input("contexts"))
+    if isinstance(spec.leaf.op, PairwiseOp):
+        return Answered(tuple(gens), tuple(ctx.contexts), (), executor.value(spec.leaf))
     verdicts: list[Verdict] = executor.value(spec.leaf) if spec.leaf is not spec.answers else []
     return Answered(tuple(gens), tuple(ctx.contexts), tuple(verdicts))
 
@@ -97,7 +102,9 @@ def answer_values(comps: Components, dataset: Dataset, a: Answered, *,
         rows += checks
         report = comps.answers.abstention(items, checks)
     rows += context_rows(comps, dataset, a, relevance_level)
-    if comps.judge is not None:
+    if a.pairs is not None:  # the candidate's preference over the baseline, per query
+        rows += [v.value() for v in a.pairs.primary]
+    elif comps.judge is not None and not isinstance(comps.judge, PairwiseJudge):
         rows += verdict_values(comps.judge, a.verdicts)
     return rows, report
 
@@ -184,9 +191,15 @@ def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
     itl = _pcts([x for g in ok for x in g.itl_ms])
     e2e = _pcts([g.e2e_ms for g in ok])
     calls = [c for v in a.verdicts for c in v.calls]
-    validity = schema_validity(calls)
     counts: list[tuple[str, int, int, int, int]] = []
-    if comps.judge is not None:
+    if a.pairs is not None:
+        calls = [c for v in a.pairs.primary for c in v.calls]
+        prows = [v.value() for v in a.pairs.primary]
+        counts.append(("pairwise_preference", sum(r.status == SCORED for r in prows), 0,
+                       sum(r.status == INVALID for r in prows),
+                       sum(r.status == ERROR for r in prows)))
+    validity = schema_validity(calls)
+    if comps.judge is not None and not isinstance(comps.judge, PairwiseJudge):
         names = judge_metrics(comps.judge)
         for judge, metrics in names.items():
             mine = [v for v in a.verdicts if v.judge == judge]
@@ -217,7 +230,8 @@ def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
         judge=None if comps.judge is None else judge_name(comps.judge),
         judge_calls=validity.denominator, judge_schema_valid=validity.numerator,
         judge_schema_validity=validity.rate,
-        judge_invalid=sum(v.status == INVALID for v in a.verdicts),
+        judge_invalid=(sum(v.status == INVALID for v in a.verdicts) if a.pairs is None
+                       else sum(v.status == INVALID for v in a.pairs.primary)),
         judge_counts=tuple(counts),
         judge_model=None if judge_model is None else generator_name(judge_model),
         memo=None if memo is None else (memo.answer_hits, memo.answer_misses,
@@ -227,6 +241,27 @@ def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
         diagnosis=None if dataset is None or not rows else diagnose(
             [g.request_id for g in a.generations],
             {q.query_id: q.must_abstain for q in dataset.queries}, rows))
+
+
+def with_pairwise(g: GenerationSummary, a: Answered, comps: Components,
+                  configs: Sequence[ConfigSpec], settings: SummarySettings) -> GenerationSummary:
+    """``g`` with its pairwise figures against the baseline (judge=pairwise candidates)."""
+    from bench.judge.pairwise import PairwisePreferenceJudge
+
+    judge = comps.judge
+    if a.pairs is None or not isinstance(judge, PairwisePreferenceJudge):
+        return g
+    base = next(c for c in configs if c.kind is ConfigKind.GENERATED)
+    assert comps.generator is not None
+    gen = generator_name(comps.generator)  # one generator answers every config of a run
+    cross = judge.cross_generator
+    summary = pairwise_summary(
+        a.pairs, candidate_id=g.config_id, candidate=g.label, baseline_id=base.config_id,
+        baseline=base.label, judge=generator_name(judge.generator),
+        cross_judge=None if cross is None else generator_name(cross), orders=judge.orders,
+        aggregate=judge.aggregate, candidate_generator=gen, baseline_generator=gen,
+        resamples=settings.resamples, seed=settings.seed, confidence=settings.confidence)
+    return replace(g, pairwise=summary)
 
 
 def gold_probe_summary(spec: ConfigSpec, executor: Executor, scope: JudgedScope | None

@@ -157,8 +157,25 @@ def build_generation(cfg: DictConfig) -> tuple[Generator | None,
                 judge_gen = generator
             elif cfg.generation.memo:
                 judge_gen = memoised(judge_gen, cfg)
-        judge = build(node, "judge", generator=judge_gen)
+        extra: dict[str, Any] = {}
+        if "cross_generator" in node:  # the pairwise judge's second model (self-preference)
+            _check_cross(node)
+            cross = build(node.pop("cross_generator"), "judge.cross_generator")
+            extra["cross_generator"] = (memoised(cross, cfg) if cross is not None
+                                        and cfg.generation.memo else cross)
+        judge = build(node, "judge", generator=judge_gen, **extra)
     return generator, context, answers, judge
+
+
+def _check_cross(node: dict[str, Any]) -> None:
+    import inspect
+
+    from bench.config.build import target_of
+
+    cls = target_of({k: v for k, v in node.items() if k != "cross_generator"}, "judge")
+    if cls is None or "cross_generator" not in inspect.signature(cls).parameters:
+        raise ConfigError("judge.cross_generator",
+                          "only judge=pairwise takes a second judge model")
 
 
 def memoised(generator: Generator, cfg: DictConfig) -> Generator:

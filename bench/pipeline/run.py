@@ -48,6 +48,7 @@ from bench.pipeline.answers import (
     generation_summary,
     gold_probe_summary,
     merge_answer_scores,
+    with_pairwise,
 )
 from bench.pipeline.components import Components, build_components, validate_top_level
 from bench.pipeline.device import resolve_device
@@ -212,9 +213,9 @@ def score(p: Prepared, configs: list[ConfigRun], probe: ProbeOutcome,
                 rows, abstention = answer_values(p.comps, dataset, got,
                                                  relevance_level=m.relevance_level)
                 s = merge_answer_scores(s, dataset, rows, got.generations, settings)
-                gen_summaries[c.spec.config_id] = generation_summary(
+                gen_summaries[c.spec.config_id] = with_pairwise(generation_summary(
                     c.spec, p.comps, got, abstention, memo.get(c.spec.config_id), rows,
-                    dataset)
+                    dataset), got, p.comps, p.plan.configs, settings)
                 gp = gold_probe_summary(c.spec, p.executor,
                                         None if p.generation is None else p.generation.scope)
                 if gp is not None:

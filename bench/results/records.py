@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # a record type of the context stage, only named here
     from bench.context.metrics import ContextDiagnosis
+    from bench.judge.pairing import PairwiseSummary
 
 #: per-(query, metric) statuses (docs/metrics.md completion accounting). ``scored`` and
 #: ``missing_run`` (an empty ranking, scored 0 as trec_eval -c) carry a value; the others do not
@@ -216,6 +217,8 @@ class GenerationSummary:
     #: context good/bad x answer good/bad per query, with the layer to fix
     #: (``bench.context.metrics.diagnose``); None where the run has no answer checks
     diagnosis: ContextDiagnosis | None = None
+    #: judge=pairwise: this config against the baseline (the first generated config)
+    pairwise: PairwiseSummary | None = None
 
 
 @dataclass(frozen=True)

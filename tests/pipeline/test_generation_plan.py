@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from bench.errors import ConfigError
 from bench.generation.base import Generation, GenerationRequest
 from bench.pipeline.run import run
 
@@ -61,6 +62,8 @@ class EchoGenerator:
             return json.dumps({"reason": "ok", "rating": 5})
         if "refused" in props:
             return json.dumps({"reason": "ok", "refused": True})
+        if "winner" in props:  # always the first answer shown: a pure position bias
+            return json.dumps({"reason": "ok", "winner": "A"})
         raise AssertionError(f"unscripted schema {sorted(props)}")
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
@@ -89,6 +92,42 @@ def _overrides(cache: Path, *extra: str) -> list[str]:
 
 def _answers(kind: str) -> list[str]:
     return [rid for k, rid in CALLS if k == kind]
+
+
+@pytest.mark.slow
+def test_pairwise_judge_compares_configs_in_both_orders(compose_cfg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    over = [o for o in _overrides(tmp_path / "cache") if not o.startswith("judge")]
+    res = run(compose_cfg([*over, "judge=pairwise"]), tmp_path / "r")
+    assert res.exit_code == 0
+    rj = json.loads((tmp_path / "r" / "run.json").read_text())["generation"]["configs"]
+    labels = {s["label"]: s for s in rj.values()}
+    base, cand = labels["dense>gen(echo-1)"], labels["dense>maxsim@10>gen(echo-1)"]
+    assert base["pairwise"] is None  # the baseline is what the others are compared with
+    p = cand["pairwise"]
+    # 12 answered queries; "not json" for query numbers 1 mod 4 makes those pairs invalid
+    pqr = pq.read_table(tmp_path / "r" / "per_query.parquet").to_pylist()
+    pref = {r["query_id"]: r for r in pqr if r["metric"] == "pairwise_preference"}
+    n_inv = sum(int(q.rsplit("q", 1)[1]) % 4 == 1 for q in pref)
+    assert p["n_pairs"] == len(pref) == 12 and p["n_invalid"] == n_inv > 0
+    assert {r["config_id"] for r in pref.values()} == {p["candidate_id"]}
+    # the judge always names the first answer shown: every verdict flips with the order,
+    # so position consistency is 0 and each ok pair is a tie (0.5)
+    assert p["position_consistency"] == {"rate": 0.0, "numerator": 0,
+                                         "denominator": 12 - n_inv}
+    assert (p["wins"], p["ties"], p["losses"]) == (0, 12 - n_inv, 0)
+    assert {r["value"] for r in pref.values() if r["status"] == "scored"} == {0.5}
+    assert p["self_preference"] is None and "cross_generator" in p["self_preference_note"]
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "Pairwise judge (echo-1; orders: both, aggregation: flip_is_tie)" in report
+    assert f"0.000 (0/{12 - n_inv})" in report
+    assert "the judge is the run's own generator (echo-1)" in report
+
+
+def test_pairwise_judge_needs_two_generated_configs(compose_cfg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    over = [o for o in _overrides(tmp_path / "cache")
+            if not o.startswith(("judge", "reranker"))]
+    with pytest.raises(ConfigError, match="judge=pairwise compares generated configs"):
+        run(compose_cfg([*over, "judge=pairwise"]), tmp_path / "r")
 
 
 @pytest.mark.slow
