@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+#: 4: judgements.parquet (one row per judge verdict: status, failure mode, rationale).
 #: 3: comparisons.parquet gained ``mde`` (nullable; files of version 2 lack it and read as
 #: None). 2: per_query.parquet gained ``status``.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: per_query.parquet: one row per (config_id, query_id, metric).
 PER_QUERY = pa.schema(
@@ -161,10 +162,32 @@ COMPARISONS = pa.schema(
     ]
 )
 
+#: judgements.parquet: one row per (config_id, query_id, judge) verdict of a generated config.
+JUDGEMENTS = pa.schema(
+    [
+        pa.field("schema_version", pa.int32(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("config_id", pa.string(), nullable=False),
+        pa.field("query_id", pa.string(), nullable=False),
+        # the judge (faithfulness, refusal, pairwise, pairwise:cross, ...)
+        pa.field("judge", pa.string(), nullable=False),
+        # ok | invalid | no_claims | error | not_applicable (bench.judge.base statuses)
+        pa.field("status", pa.string(), nullable=False),
+        # "" | unsupported_claims | abstained | no_claims | schema | invalid_partition |
+        # backend | no_answer | not_applicable | position_flip (bench.judge.base.failure_mode)
+        pa.field("failure_mode", pa.string(), nullable=False),
+        # why: the unsupported claims, the judge's own reason, or the last rejection
+        pa.field("rationale", pa.string(), nullable=False),
+        # judge model calls made, retries included
+        pa.field("attempts", pa.int64(), nullable=False),
+    ]
+)
+
 TABLES = {
     "per_query": PER_QUERY,
     "timings": TIMINGS,
     "summary": SUMMARY,
     "configs": CONFIGS,
     "comparisons": COMPARISONS,
+    "judgements": JUDGEMENTS,
 }

@@ -210,6 +210,15 @@ def test_generated_configs_cache_score_and_compare(compose_cfg, tmp_path: Path) 
     assert {q for c in diag["cells"] if c["context_good"] for q in c["query_ids"]} <= hits
     assert "| context | answer | queries | layer to fix | query ids |" in report
     assert "gold_in_context" in report and "unscored" in report  # no diagnostics judge here
+    # judgements.parquet: one row per verdict, its failure mode read from the verdict
+    jr = [r for r in pq.read_table(tmp_path / "r1" / "judgements.parquet").to_pylist()
+          if r["config_id"] == g0 and r["judge"] == "faithfulness"]
+    assert {r["query_id"] for r in jr} == answered
+    for r in jr:
+        n = int(r["query_id"].rsplit("q", 1)[1])
+        assert (r["status"], r["failure_mode"]) == (
+            ("no_claims", "abstained") if n % 3 == 0 else ("invalid", "schema") if n % 4 == 1
+            else ("ok", ""))
 
     # the same run again: every answer and verdict is a cache hit
     CALLS.clear()
@@ -219,8 +228,16 @@ def test_generated_configs_cache_score_and_compare(compose_cfg, tmp_path: Path) 
 
     # a judge-only change: judges re-run, every answer is loaded from the cache
     CALLS.clear()
-    res3 = run(compose_cfg(_overrides(cache, "judge.max_retries=0")), tmp_path / "r3")
+    res3 = run(compose_cfg(_overrides(
+        cache, "judge.max_retries=0",
+        "judge.judges=[faithfulness,answer_relevancy,refusal,diagnostics]")), tmp_path / "r3")
     assert _answers("answer") == [] and _answers("judge")
+    # the diagnostics judge scores RAGChecker's shares (every echo claim is entailed by the
+    # reference and the passages: correct and grounded, so all four are 0)
+    pq3 = [r for r in pq.read_table(tmp_path / "r3" / "per_query.parquet").to_pylist()
+           if r["metric"] == "hallucination" and r["status"] == "scored"]
+    assert pq3 and {r["value"] for r in pq3} == {0.0}
+    assert "unscored" not in (tmp_path / "r3" / "report.md").read_text()
     gen_hits = {k: v for k, v in res3.cache_hits.items() if k.startswith("generate[")}
     judge_hits = {k: v for k, v in res3.cache_hits.items() if k.startswith("judge[")}
     assert len(gen_hits) == 2 and all(gen_hits.values())
