@@ -428,7 +428,7 @@ def pairwise_nodes(g: GenerationSettings, configs: list[ConfigSpec], data: Node
     out = [base]
     for c in configs[1:]:
         assert c.answers is not None
-        leaf = Node.of(PairwiseOp(g.judge), f"{c.label}>pairwise({g.judge.name}) vs {base.label}",
+        leaf = Node.of(PairwiseOp(g.judge), f"{c.label}>pairwise vs {base.label}",
                        baseline=base.answers, baseline_contexts=base.answers.input("contexts"),
                        candidate=c.answers, candidate_contexts=c.answers.input("contexts"),
                        data=data)

@@ -204,11 +204,11 @@ def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
         for judge, metrics in names.items():
             mine = [v for v in a.verdicts if v.judge == judge]
             for m in metrics:
-                rows = [r for v in mine for r in v.values((m,))]
-                counts.append((m, sum(r.status == SCORED for r in rows),
-                               sum(r.status == NO_CLAIMS for r in rows),
-                               sum(r.status == INVALID for r in rows),
-                               sum(r.status == ERROR for r in rows)))
+                vals = [r for v in mine for r in v.values((m,))]
+                counts.append((m, sum(r.status == SCORED for r in vals),
+                               sum(r.status == NO_CLAIMS for r in vals),
+                               sum(r.status == INVALID for r in vals),
+                               sum(r.status == ERROR for r in vals)))
     sc = abstention.scores if abstention is not None else None
     judge_model = None if comps.judge is None else judge_generator(comps.judge)
     assert comps.generator is not None

@@ -30,7 +30,7 @@ from bench.errors import BenchError, ConfigError
 from bench.filters.base import eligible_gold
 from bench.filters.entitlement import check_tenants
 from bench.filters.hard_vs_soft import HardVsSoft
-from bench.generation.base import SamplingParams
+from bench.generation.base import Generator, SamplingParams
 from bench.generation.memo import MemoCounts, MemoGenerator, sum_counts
 from bench.generation.stage import (
     GenerationSettings,
@@ -183,9 +183,20 @@ def execute(p: Prepared) -> tuple[list[ConfigRun], ProbeOutcome, dict[str, MemoC
         judge_gen = None if comps.judge is None else judge_generator(comps.judge)
         if judge_gen is not None and judge_gen is not comps.generator:
             judge_gen.close()
+        cross = cross_judge_generator(comps)
+        if cross is not None and cross is not comps.generator and cross is not judge_gen:
+            cross.close()
     if all(c.pool is None for c in configs):
         log.warning("every config was pruned by the budget")
     return configs, probe, memo_by_config
+
+
+def cross_judge_generator(comps: Components) -> Generator | None:
+    """The pairwise judge's second model (``judge.cross_generator``), None without one."""
+    from bench.judge.pairwise import PairwisePreferenceJudge
+
+    judge = comps.judge
+    return judge.cross_generator if isinstance(judge, PairwisePreferenceJudge) else None
 
 
 def score(p: Prepared, configs: list[ConfigRun], probe: ProbeOutcome,

@@ -206,6 +206,10 @@ def test_generated_configs_cache_score_and_compare(compose_cfg, tmp_path: Path) 
     placed = sum(len(c["query_ids"]) for c in diag["cells"]) + len(diag["abstain_refused"]) \
         + len(diag["abstain_answered"]) + len(diag["unplaced"])
     assert placed == 12
+    # every answered query is placed: the answerable ones in a cell, must-abstain ones as
+    # refused or answered (an unplaced query would be a failed generation or no reference)
+    assert diag["unplaced"] == []
+    assert sorted(q for c in diag["cells"] for q in c["query_ids"]) == sorted(with_gold)
     hits = {q for q in with_gold if ctx_of[(q, "gold_in_context")]["value"] == 1.0}
     assert {q for c in diag["cells"] if c["context_good"] for q in c["query_ids"]} <= hits
     assert "| context | answer | queries | layer to fix | query ids |" in report
