@@ -100,7 +100,8 @@ def context_table(r: RunReport, by_id: dict[str, ConfigReport]) -> list[str]:
     not the pool's recall@100; then each config's diagnostic matrix."""
     lines = ["", "Evidence in the context the generator saw (its own passage count, document "
              "level: several chunks of one document count once; claims matched as "
-             "`claims_coverage` matches them; docs/metrics.md \"Context\"):", "",
+             "`claims_coverage` matches them; docs/metrics.md \"Evidence at the k the "
+             "generator gets\"):", "",
              "| config | passages | documents | " + " | ".join(CONTEXT_METRICS) + " |",
              "|---|---:|---:|" + "---:|" * len(CONTEXT_METRICS)]
     for g in r.generation:
