@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -60,7 +60,7 @@ from bench.retrieval.base import Pool
 from bench.telemetry.base import TimingLog
 
 if TYPE_CHECKING:
-    from bench.judge.base import Judge
+    from bench.judge.base import Judge, PairwiseJudge
 
 GENERATIONS_FILE = "generations.parquet"
 
@@ -327,7 +327,7 @@ class GenerationSettings:
     builder: ContextBuilder | ContextSweep
     sampling: SamplingParams
     subset: tuple[str, ...]
-    judge: Judge | None = None
+    judge: Judge | PairwiseJudge | None = None
     kinds: tuple[str, ...] = ()
     relevance_level: int = 1
     #: a judged builder's scope (which queries the subset was drawn from), else None
@@ -363,7 +363,9 @@ class GeneratedNodes:
 
 def generation_nodes(s: GenerationSettings, pool: Node, chunk: Node, data: Node, *,
                      label: str) -> list[GeneratedNodes]:
-    """Per context variant of one pool: context -> generate [-> judge]."""
+    """Per context variant of one pool: context -> generate [-> judge]. A pairwise judge
+    compares configs instead (``pairwise_nodes``): here it leaves the answers as the leaf."""
+    from bench.judge.base import PairwiseJudge
     from bench.judge.stage import JudgeOp, judge_name
 
     name = generator_name(s.generator)
@@ -375,8 +377,9 @@ def generation_nodes(s: GenerationSettings, pool: Node, chunk: Node, data: Node,
                       pool=pool, chunks=chunk, data=data)
         gen_label = f"{ctx_label}>gen({name})"
         gen = Node.of(GenerateOp(s.generator, s.sampling), gen_label, contexts=ctx)
-        if s.judge is None:
-            out.append(GeneratedNodes(gen_label, dict(v.params), gen, gen, name, None))
+        if s.judge is None or isinstance(s.judge, PairwiseJudge):
+            out.append(GeneratedNodes(gen_label, dict(v.params), gen, gen, name,
+                                      None if s.judge is None else s.judge.name))
             continue
         jname = judge_name(s.judge)
         jlabel = f"{gen_label}>judge({jname})"
@@ -403,4 +406,31 @@ def expand(s: PlanState) -> PlanState:
             out.append(ConfigSpec(config_id_of(n.leaf), n.label, ConfigKind.GENERATED, n.leaf,
                                   params, p.config_id, p.filter_pair, pool=p.leaf,
                                   answers=n.answers))
-    return s.with_configs([*s.configs, *out])
+    return s.with_configs([*s.configs, *pairwise_nodes(g, out, s.node("data"))])
+
+
+def pairwise_nodes(g: GenerationSettings, configs: list[ConfigSpec], data: Node
+                   ) -> list[ConfigSpec]:
+    """With a pairwise judge, every generated config after the first (the baseline) ends in
+    a node comparing its answers with the baseline's (``bench.judge.pairing``); the other
+    judges leave ``configs`` as they are."""
+    from bench.judge.base import PairwiseJudge
+    from bench.judge.pairing import PairwiseOp
+
+    if not isinstance(g.judge, PairwiseJudge):
+        return configs
+    if len(configs) < 2:
+        raise ConfigError("judge", f"judge=pairwise compares generated configs; this run has "
+                          f"{len(configs)}: add one (a second reranker depth, a context sweep, "
+                          "or generation.kinds)")
+    base = configs[0]
+    assert base.answers is not None
+    out = [base]
+    for c in configs[1:]:
+        assert c.answers is not None
+        leaf = Node.of(PairwiseOp(g.judge), f"{c.label}>pairwise vs {base.label}",
+                       baseline=base.answers, baseline_contexts=base.answers.input("contexts"),
+                       candidate=c.answers, candidate_contexts=c.answers.input("contexts"),
+                       data=data)
+        out.append(replace(c, config_id=config_id_of(leaf), leaf=leaf))
+    return out

@@ -21,9 +21,10 @@ here, declare its metric names in ``bench/metrics/registry.py`` and add
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from bench.context.base import Context
 from bench.data.base import Query
@@ -116,6 +117,8 @@ class JudgeItem:
     context: Context | None = None
     must_abstain: bool = False
     reference: str | None = None
+    #: the dataset's required claims (the ground-truth claims of RAGChecker's diagnostics)
+    required_claims: tuple[str, ...] = ()
 
 
 def judge_items(queries: Sequence[Query], answers: Sequence[Generation],
@@ -126,7 +129,8 @@ def judge_items(queries: Sequence[Query], answers: Sequence[Generation],
         raise ValueError("queries, answers and contexts differ in length")
     return [
         JudgeItem(query_id=q.query_id, query=q.text, answer=g.text if g.status == "ok" else None,
-                  context=c, must_abstain=q.must_abstain, reference=q.expected_answer)
+                  context=c, must_abstain=q.must_abstain, reference=q.expected_answer,
+                  required_claims=q.required_claims)
         for q, g, c in zip(queries, answers, contexts, strict=True)
     ]
 
@@ -162,7 +166,10 @@ class PairItem:
 @dataclass(frozen=True)
 class PairVerdict:
     """``winner``: config_a | config_b | "tie" ("" unless ok). A verdict that flips with the
-    presentation order is a tie with ``consistent`` False."""
+    presentation order is a tie with ``consistent`` False. ``prefs``: config_a's preference
+    (1 / 0.5 / 0) as each order was answered, ab first; ``preference``: the aggregate when it
+    is not the winner's (the mean of the orders, ``aggregate=mean``); ``judge``: the judge
+    model that gave it (short name)."""
 
     query_id: str
     config_a: str
@@ -171,6 +178,9 @@ class PairVerdict:
     winner: str
     consistent: bool
     calls: tuple[JudgeCall, ...]
+    prefs: tuple[float, ...] = ()
+    preference: float | None = None
+    judge: str = ""
 
     def value(self) -> QueryValue:
         """The per-query ``pairwise_preference`` row of config_a (config_b's is 1 - it)."""
@@ -184,11 +194,15 @@ class PairVerdict:
         """1 when config_a won, 0.5 on a tie, 0 when it lost; None unless ok."""
         if self.status != OK:
             return None
+        if self.preference is not None:
+            return self.preference
         return 1.0 if self.winner == self.config_a else 0.5 if self.winner == "tie" else 0.0
 
 
+@runtime_checkable
 class PairwiseJudge(Protocol):
-    """A judge of preferences between two answers (asked in both orders)."""
+    """A judge of preferences between two answers (asked in both orders); the plan compares
+    generated configs with it instead of judging each one (``bench.judge.pairing``)."""
 
     name: str
 
@@ -217,7 +231,73 @@ def schema_validity(calls: Iterable[JudgeCall]) -> Rate:
 
 
 def position_consistency(verdicts: Iterable[PairVerdict]) -> Rate:
-    """Pairwise verdicts that agree in both orders / ok pairwise verdicts."""
-    ok = [v for v in verdicts if v.status == OK]
+    """Pairwise verdicts that agree in both orders / ok pairwise verdicts asked in both orders
+    (a verdict asked in one order cannot show its position bias)."""
+    ok = [v for v in verdicts if v.status == OK and len(v.prefs) != 1]
     n_c = sum(v.consistent for v in ok)
     return Rate(n_c / len(ok) if ok else None, n_c, len(ok))
+
+
+#: a verdict's failure modes (:func:`failure_mode`); "" when nothing failed
+FAILURE_MODES = ("", "unsupported_claims", "abstained", "no_claims", "schema",
+                 "invalid_partition", "backend", "no_answer", "not_applicable",
+                 "position_flip")
+_PARTITION_ERRORS = ("repeated in", " in both ", "out of range", "missing (every number")
+
+
+def _reason_of(raw: str) -> str:
+    """The ``reason`` a judge's JSON output gave, "" when it has none."""
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        return ""
+    return str(obj.get("reason", "")) if isinstance(obj, dict) else ""
+
+
+def _call_failure(calls: Sequence[JudgeCall]) -> tuple[str, str]:
+    bad = next((c for c in calls if c.status != OK), None)
+    if bad is None:
+        return "schema", ""
+    last = next((e for e in reversed(bad.errors) if e), "")
+    if bad.status == ERROR or last.startswith("generation "):
+        return "backend", last
+    if any(p in last for p in _PARTITION_ERRORS):
+        return "invalid_partition", f"{bad.step}: {last}"
+    return "schema", f"{bad.step}: {last}"
+
+
+def failure_mode(v: Verdict) -> tuple[str, str]:
+    """(failure mode, rationale) of a verdict, read from what it recorded (no extra call):
+
+    ``ok``: "" — except a faithfulness verdict with unsupported claims, ``unsupported_claims``
+    with those claims as the rationale; elsewhere the rationale is the judge's own ``reason``
+    where its schema has one. ``no_claims``: ``abstained`` (a refusal pattern matched) or
+    ``no_claims``. ``invalid``: ``invalid_partition`` (the claim partition was not complete
+    and disjoint on every attempt) or ``schema`` (the output never parsed), with the last
+    rejection. ``error``: ``backend`` (the judge model's call failed) or ``no_answer`` (the
+    answer was never generated: nothing to judge)."""
+    detail = json.loads(v.detail) if v.detail else {}
+    if v.status == OK:
+        if detail.get("unsupported"):
+            claims = detail.get("claims", [])
+            names = [claims[i - 1] for i in detail["unsupported"] if 0 < i <= len(claims)]
+            return "unsupported_claims", "unsupported: " + " | ".join(names)
+        last = v.calls[-1].raw[-1] if v.calls and v.calls[-1].raw else ""
+        return "", _reason_of(last)
+    if v.status == NO_CLAIMS:
+        return ("abstained", "the answer abstains") if detail.get("abstained") else (
+            "no_claims", "no claim extracted")
+    if v.status == INVALID:
+        return _call_failure(v.calls)
+    if v.status == ERROR:
+        return _call_failure(v.calls) if v.calls else ("no_answer", "")
+    return "not_applicable", ""
+
+
+def pair_failure_mode(v: PairVerdict) -> tuple[str, str]:
+    """A pairwise verdict's failure mode: ``position_flip`` when the two orders disagree,
+    otherwise as :func:`failure_mode`; the rationale is each order's ``reason``."""
+    reasons = " / ".join(r for c in v.calls if c.raw for r in [_reason_of(c.raw[-1])] if r)
+    if v.status == OK:
+        return ("" if v.consistent or len(v.prefs) == 1 else "position_flip"), reasons
+    return _call_failure(v.calls)

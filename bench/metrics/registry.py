@@ -313,3 +313,24 @@ for _family, _desc in (
     ("judge_schema_validity", "judge calls whose first raw output passed schema and validator"),
 ):
     register(MetricFamily(_family, True, "fraction", "ratio", "none", _desc))
+
+# Context metrics (bench/context/metrics.py): the evidence in the prompt the generator saw,
+# at that context's own passage count (document level, chunk-aware), per answered query.
+for _family, _desc in (
+    ("gold_in_context", "1 when a relevant document has a passage in the generator's context"),
+    ("context_recall", "relevant documents in the context / relevant documents"),
+    ("context_precision", "relevant documents in the context / distinct documents in it"),
+    ("context_claim_recall", "required claims some context passage covers / required claims"),
+    ("context_utilisation", "required claims covered by context and answer / by the context"),
+):
+    register(MetricFamily(_family, True, "fraction", "mean", "none", _desc))
+# RAGChecker's generator diagnostics (bench/judge/diagnostics.py), shares of the answer's
+# claims; they need a judge's claim-level entailment and are not scored without one.
+for _family, _desc in (
+    ("noise_sensitivity_relevant", "incorrect answer claims a relevant passage entails / claims"),
+    ("noise_sensitivity_irrelevant",
+     "incorrect answer claims only an irrelevant passage entails / claims"),
+    ("hallucination", "incorrect answer claims no passage entails / claims"),
+    ("self_knowledge", "correct answer claims no passage entails / claims (not grounded)"),
+):
+    register(MetricFamily(_family, False, "fraction", "mean", "none", _desc))

@@ -21,12 +21,21 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from bench.context.base import Context
 from bench.context.gold_position import REASONS, GoldAt
+from bench.context.metrics import ContextItem, context_metric_values, diagnose
 from bench.data.base import Dataset
 from bench.generation.base import Generation
 from bench.generation.memo import MemoCounts
-from bench.generation.stage import ContextOp, Contexts, JudgedScope, generator_name
-from bench.judge.base import Verdict, schema_validity
+from bench.generation.stage import (
+    ContextOp,
+    Contexts,
+    JudgedScope,
+    generator_name,
+    relevant_docs,
+)
+from bench.judge.base import PairwiseJudge, Verdict, schema_validity
+from bench.judge.pairing import PairRun, PairwiseOp, pairwise_summary
 from bench.judge.stage import judge_generator, judge_metrics, judge_name, verdict_values
 from bench.metrics.answer import AbstentionReport, answer_items
 from bench.metrics.base import (
@@ -40,7 +49,7 @@ from bench.metrics.base import (
 )
 from bench.pipeline.components import Components
 from bench.pipeline.executor import Executor
-from bench.pipeline.plan import ConfigSpec
+from bench.pipeline.plan import ConfigKind, ConfigSpec
 from bench.pipeline.scoring import SummarySettings, summarize_values
 from bench.results.records import ConfigRow, GenerationSummary, GoldProbeSummary
 from bench.results.scores import ConfigScores
@@ -53,14 +62,18 @@ class Answered:
     """What a generated config produced: answers, contexts, verdicts (empty: no judge)."""
 
     generations: tuple[Generation, ...]
-    contexts: tuple[object, ...]
+    contexts: tuple[Context, ...]
     verdicts: tuple[Verdict, ...]
+    #: judge=pairwise: this config's answers against the baseline's (None: not compared)
+    pairs: PairRun | None = None
 
 
 def answered(spec: ConfigSpec, executor: Executor) -> Answered:
     assert spec.answers is not None
     gens: list[Generation] = executor.value(spec.answers)
     ctx: Contexts = executor.value(spec.answers.input("contexts"))
+    if isinstance(spec.leaf.op, PairwiseOp):
+        return Answered(tuple(gens), tuple(ctx.contexts), (), executor.value(spec.leaf))
     verdicts: list[Verdict] = executor.value(spec.leaf) if spec.leaf is not spec.answers else []
     return Answered(tuple(gens), tuple(ctx.contexts), tuple(verdicts))
 
@@ -75,9 +88,11 @@ def _status(v: QueryValue, gen: Generation | None) -> str:
     raise ValueError(f"unexpected status {v.status!r} of {v.metric}")
 
 
-def answer_values(comps: Components, dataset: Dataset, a: Answered
+def answer_values(comps: Components, dataset: Dataset, a: Answered, *,
+                  relevance_level: int = 1
                   ) -> tuple[list[QueryValue], AbstentionReport | None]:
-    """Answer-check rows then judge rows, for every answered query."""
+    """Answer-check rows, context rows (``bench.context.metrics``: the evidence in the prompt)
+    then judge rows, for every answered query."""
     by_id = {q.query_id: q for q in dataset.queries}
     queries = [by_id[g.request_id] for g in a.generations]
     rows: list[QueryValue] = []
@@ -87,9 +102,32 @@ def answer_values(comps: Components, dataset: Dataset, a: Answered
         checks = comps.answers.score(items)
         rows += checks
         report = comps.answers.abstention(items, checks)
-    if comps.judge is not None:
+    rows += context_rows(comps, dataset, a, relevance_level)
+    if a.pairs is not None:  # the candidate's preference over the baseline, per query
+        rows += [v.value() for v in a.pairs.primary]
+    elif comps.judge is not None and not isinstance(comps.judge, PairwiseJudge):
         rows += verdict_values(comps.judge, a.verdicts)
     return rows, report
+
+
+def context_rows(comps: Components, dataset: Dataset, a: Answered, relevance_level: int
+                 ) -> list[QueryValue]:
+    """The context metrics of each answered query, on the context its answer was generated
+    from (the claim matcher's threshold is the answer checks', so a claim counts as covered by
+    the context exactly when it would count as covered by an answer)."""
+    by_id = {q.query_id: q for q in dataset.queries}
+    ctx_of = {c.query_id: c for c in a.contexts}
+    visible, _ = relevant_docs(dataset, relevance_level)
+    items = []
+    for g in a.generations:
+        q, ctx = by_id[g.request_id], ctx_of.get(g.request_id)
+        if ctx is None:  # a judged builder left the query out: no prompt, no answer
+            continue
+        items.append(ContextItem(q.query_id, ctx, frozenset(visible[q.query_id]),
+                                 q.required_claims, g.text if g.status == "ok" else None,
+                                 q.must_abstain))
+    threshold = 0.5 if comps.answers is None else comps.answers.claim_f1_threshold
+    return context_metric_values(items, f1_threshold=threshold)
 
 
 def merge_answer_scores(base: ConfigScores, dataset: Dataset, rows: Sequence[QueryValue],
@@ -143,26 +181,36 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
                        abstention: AbstentionReport | None,
-                       memo: MemoCounts | None = None) -> GenerationSummary:
+                       memo: MemoCounts | None = None,
+                       rows: Sequence[QueryValue] = (),
+                       dataset: Dataset | None = None) -> GenerationSummary:
+    """``rows`` / ``dataset``: the config's answer rows (``answer_values``) and its dataset,
+    for the context-by-answer diagnosis (None without them)."""
     ok = [g for g in a.generations if g.status == "ok"]
     ttft = _pcts([g.ttft_ms for g in ok if g.ttft_ms is not None])
     tpot = _pcts([g.tpot_ms for g in ok if g.tpot_ms is not None])
     itl = _pcts([x for g in ok for x in g.itl_ms])
     e2e = _pcts([g.e2e_ms for g in ok])
     calls = [c for v in a.verdicts for c in v.calls]
-    validity = schema_validity(calls)
     counts: list[tuple[str, int, int, int, int]] = []
-    if comps.judge is not None:
+    if a.pairs is not None:
+        calls = [c for v in a.pairs.primary for c in v.calls]
+        prows = [v.value() for v in a.pairs.primary]
+        counts.append(("pairwise_preference", sum(r.status == SCORED for r in prows), 0,
+                       sum(r.status == INVALID for r in prows),
+                       sum(r.status == ERROR for r in prows)))
+    validity = schema_validity(calls)
+    if comps.judge is not None and not isinstance(comps.judge, PairwiseJudge):
         names = judge_metrics(comps.judge)
         for judge, metrics in names.items():
             # per answer: the first of judge.repeats judgments (calls count every repeat)
             mine = [v for v in a.verdicts if v.judge == judge and v.repeat == 0]
             for m in metrics:
-                rows = [r for v in mine for r in v.values((m,))]
-                counts.append((m, sum(r.status == SCORED for r in rows),
-                               sum(r.status == NO_CLAIMS for r in rows),
-                               sum(r.status == INVALID for r in rows),
-                               sum(r.status == ERROR for r in rows)))
+                vals = [r for v in mine for r in v.values((m,))]
+                counts.append((m, sum(r.status == SCORED for r in vals),
+                               sum(r.status == NO_CLAIMS for r in vals),
+                               sum(r.status == INVALID for r in vals),
+                               sum(r.status == ERROR for r in vals)))
     sc = abstention.scores if abstention is not None else None
     judge_model = None if comps.judge is None else judge_generator(comps.judge)
     assert comps.generator is not None
@@ -184,11 +232,39 @@ def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
         judge=None if comps.judge is None else judge_name(comps.judge),
         judge_calls=validity.denominator, judge_schema_valid=validity.numerator,
         judge_schema_validity=validity.rate,
-        judge_invalid=sum(v.status == INVALID for v in a.verdicts if v.repeat == 0),
+        judge_invalid=(sum(v.status == INVALID for v in a.verdicts if v.repeat == 0)
+                       if a.pairs is None
+                       else sum(v.status == INVALID for v in a.pairs.primary)),
         judge_counts=tuple(counts),
         judge_model=None if judge_model is None else generator_name(judge_model),
         memo=None if memo is None else (memo.answer_hits, memo.answer_misses,
-                                        memo.judge_hits, memo.judge_misses))
+                                        memo.judge_hits, memo.judge_misses),
+        context_passages_mean=_mean([len(c.passages) for c in a.contexts]),
+        context_docs_mean=_mean([len(c.doc_ids) for c in a.contexts]),
+        diagnosis=None if dataset is None or not rows else diagnose(
+            [g.request_id for g in a.generations],
+            {q.query_id: q.must_abstain for q in dataset.queries}, rows))
+
+
+def with_pairwise(g: GenerationSummary, a: Answered, comps: Components,
+                  configs: Sequence[ConfigSpec], settings: SummarySettings) -> GenerationSummary:
+    """``g`` with its pairwise figures against the baseline (judge=pairwise candidates)."""
+    from bench.judge.pairwise import PairwisePreferenceJudge
+
+    judge = comps.judge
+    if a.pairs is None or not isinstance(judge, PairwisePreferenceJudge):
+        return g
+    base = next(c for c in configs if c.kind is ConfigKind.GENERATED)
+    assert comps.generator is not None
+    gen = generator_name(comps.generator)  # one generator answers every config of a run
+    cross = judge.cross_generator
+    summary = pairwise_summary(
+        a.pairs, candidate_id=g.config_id, candidate=g.label, baseline_id=base.config_id,
+        baseline=base.label, judge=generator_name(judge.generator),
+        cross_judge=None if cross is None else generator_name(cross), orders=judge.orders,
+        aggregate=judge.aggregate, candidate_generator=gen, baseline_generator=gen,
+        resamples=settings.resamples, seed=settings.seed, confidence=settings.confidence)
+    return replace(g, pairwise=summary)
 
 
 def gold_probe_summary(spec: ConfigSpec, executor: Executor, scope: JudgedScope | None

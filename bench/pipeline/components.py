@@ -160,12 +160,36 @@ def build_generation(cfg: DictConfig) -> tuple[Generator | None,
         repeats = node.pop("repeats", 1)
         if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
             raise ConfigError("judge.repeats", f"must be an integer >= 1, got {repeats!r}")
-        judge = build(node, "judge", generator=judge_gen)
+        extra: dict[str, Any] = {}
+        if "cross_generator" in node:  # the pairwise judge's second model (self-preference)
+            _check_cross(node)
+            cross = build(node.pop("cross_generator"), "judge.cross_generator")
+            extra["cross_generator"] = (memoised(cross, cfg) if cross is not None
+                                        and cfg.generation.memo else cross)
+        judge = build(node, "judge", generator=judge_gen, **extra)
         if judge is not None and repeats > 1:
+            from bench.judge.llm import LLMJudge
+            from bench.judge.pairwise import PairwisePreferenceJudge
             from bench.judge.repeats import RepeatedJudge
+            from bench.judge.suite import JudgeSuite
 
+            pointwise = isinstance(judge, LLMJudge | JudgeSuite)
+            if isinstance(judge, PairwisePreferenceJudge) or not pointwise:
+                raise ConfigError("judge.repeats", "repeats apply to pointwise judges (and "
+                                  "suites of them), not to " + type(judge).__name__)
             judge = RepeatedJudge(judge, repeats)
     return generator, context, answers, judge
+
+
+def _check_cross(node: dict[str, Any]) -> None:
+    import inspect
+
+    from bench.config.build import target_of
+
+    cls = target_of({k: v for k, v in node.items() if k != "cross_generator"}, "judge")
+    if cls is None or "cross_generator" not in inspect.signature(cls).parameters:
+        raise ConfigError("judge.cross_generator",
+                          "only judge=pairwise takes a second judge model")
 
 
 def memoised(generator: Generator, cfg: DictConfig) -> Generator:

@@ -25,9 +25,10 @@ from bench.filters.base import FilterOutcome
 from bench.filters.entitlement import count_unauthorized
 from bench.generation.stage import ContextOp
 from bench.index.stage import IndexArtifact
+from bench.judge.base import failure_mode, pair_failure_mode
 from bench.metrics.decisions import DecisionRecord
 from bench.metrics.stats import CompletionAccounting, PercentileCI, percentile_ci
-from bench.pipeline.answers import with_generation_latency
+from bench.pipeline.answers import answered, with_generation_latency
 from bench.pipeline.executor import Executor
 from bench.pipeline.latency import PERCENTILES, LatencyEstimate, LatencyRun, LatencySettings
 from bench.pipeline.outcome import ConfigRun, Executed, RunResult
@@ -287,6 +288,31 @@ def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None,
         false_exclusion_rate=rates[0], doc_false_exclusion_rate=rates[1])
 
 
+def judgement_rows(done: Executed) -> list[dict[str, Any]]:
+    """judgements.parquet: every verdict of every generated config with its failure mode and
+    rationale (``bench.judge.base.failure_mode``); pairwise verdicts of a candidate too."""
+    rows: list[dict[str, Any]] = []
+    for c in done.configs:
+        if c.spec.kind is not ConfigKind.GENERATED or c.pool is None:
+            continue
+        a = answered(c.spec, done.executor)
+        for v in a.verdicts:
+            mode, why = failure_mode(v)
+            rows.append({"config_id": c.spec.config_id, "query_id": v.query_id,
+                         "judge": v.judge, "status": v.status, "failure_mode": mode,
+                         "rationale": why, "attempts": v.attempts})
+        if a.pairs is not None:
+            for role, verdicts in (("pairwise", a.pairs.primary),
+                                   ("pairwise:cross", a.pairs.cross)):
+                for pv in verdicts:
+                    mode, why = pair_failure_mode(pv)
+                    rows.append({"config_id": c.spec.config_id, "query_id": pv.query_id,
+                                 "judge": role, "status": pv.status, "failure_mode": mode,
+                                 "rationale": why,
+                                 "attempts": sum(x.attempts for x in pv.calls)})
+    return rows
+
+
 def per_query_rows(s: ConfigScores) -> list[PerQueryRow]:
     rows = []
     for metric, vals in s.values.items():
@@ -350,6 +376,8 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                         "stage_ms_json": json.dumps(dict(r.stage_ms))}
                        for r in latency.requests], schema.LATENCY,
                       run_dir / "latency.parquet", run_id)
+    write_records(judgement_rows(done), schema.JUDGEMENTS, run_dir / "judgements.parquet",
+                  run_id)
     ex = done.executor
     cache_hits = {done.plan.node_name(r.node): r.hit for r in ex.resolutions if r.node.cached}
     chunk_report: ChunkReport = ex.value(done.plan.chunk_stats)

@@ -30,7 +30,7 @@ from bench.errors import BenchError, ConfigError
 from bench.filters.base import eligible_gold
 from bench.filters.entitlement import check_tenants
 from bench.filters.hard_vs_soft import HardVsSoft
-from bench.generation.base import SamplingParams
+from bench.generation.base import Generator, SamplingParams
 from bench.generation.memo import MemoCounts, MemoGenerator, sum_counts
 from bench.generation.stage import (
     GenerationSettings,
@@ -50,6 +50,7 @@ from bench.pipeline.answers import (
     generation_summary,
     gold_probe_summary,
     merge_answer_scores,
+    with_pairwise,
 )
 from bench.pipeline.components import Components, build_components, validate_top_level
 from bench.pipeline.device import resolve_device
@@ -188,9 +189,20 @@ def execute(p: Prepared) -> tuple[list[ConfigRun], ProbeOutcome, dict[str, MemoC
         judge_gen = None if comps.judge is None else judge_generator(comps.judge)
         if judge_gen is not None and judge_gen is not comps.generator:
             judge_gen.close()
+        cross = cross_judge_generator(comps)
+        if cross is not None and cross is not comps.generator and cross is not judge_gen:
+            cross.close()
     if all(c.pool is None for c in configs):
         log.warning("every config was pruned by the budget")
     return configs, probe, memo_by_config
+
+
+def cross_judge_generator(comps: Components) -> Generator | None:
+    """The pairwise judge's second model (``judge.cross_generator``), None without one."""
+    from bench.judge.pairwise import PairwisePreferenceJudge
+
+    judge = comps.judge
+    return judge.cross_generator if isinstance(judge, PairwisePreferenceJudge) else None
 
 
 def score(p: Prepared, configs: list[ConfigRun], probe: ProbeOutcome,
@@ -215,14 +227,16 @@ def score(p: Prepared, configs: list[ConfigRun], probe: ProbeOutcome,
                            list(m.names), relevance_level=m.relevance_level, settings=settings)
             if c.spec.kind is ConfigKind.GENERATED:
                 got = answered(c.spec, p.executor)
-                rows, abstention = answer_values(p.comps, dataset, got)
+                rows, abstention = answer_values(p.comps, dataset, got,
+                                                 relevance_level=m.relevance_level)
                 s = merge_answer_scores(s, dataset, rows, got.generations, settings)
                 n_rep = 1 if p.comps.judge is None else judge_repeats(p.comps.judge)
                 split: tuple[JudgeNoise, ...] = ()
                 if p.comps.judge is not None:
                     s, split = repeat_summary(s, got.verdicts, p.comps.judge, n_rep, settings)
-                gen_summaries[c.spec.config_id] = replace(generation_summary(
-                    c.spec, p.comps, got, abstention, memo.get(c.spec.config_id)),
+                gen_summaries[c.spec.config_id] = replace(with_pairwise(generation_summary(
+                    c.spec, p.comps, got, abstention, memo.get(c.spec.config_id), rows,
+                    dataset), got, p.comps, p.plan.configs, settings),
                     judge_repeats=n_rep, judge_noise=split)
                 gp = gold_probe_summary(c.spec, p.executor,
                                         None if p.generation is None else p.generation.scope)

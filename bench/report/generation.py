@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bench.context.metrics import CONTEXT_METRICS, JUDGED_DIAGNOSTICS, ContextDiagnosis
+from bench.judge.pairing import Estimate
 from bench.report.base import ConfigReport, RunReport
 from bench.report.fmt import num
 from bench.results.records import GenerationSummary, GoldProbeSummary, SummaryRow
@@ -63,6 +65,7 @@ def generation_section(r: RunReport) -> list[str]:
         rows = by_id[g.config_id].summary if g.config_id in by_id else ()
         lines.append(f"| {g.label} | " + " | ".join(_cell(_row(rows, m)) for m in ANSWER_ROWS)
                      + " |")
+    lines += context_table(r, by_id)
     lines += ["", "Judge metrics (no_claims and invalid answers are excluded from the mean and "
               "counted here; never scored, never NaN):", "",
               "| config | metric | mean [CI] (n) | no_claims | invalid | failed |",
@@ -73,6 +76,7 @@ def generation_section(r: RunReport) -> list[str]:
             lines.append(f"| {g.label} | {metric} | {_cell(_row(rows, metric))} | {n_nc} | "
                          f"{n_inv} | {n_fail} |")
     lines += _judge_noise(r)
+    lines += judge_warnings(r) + pairwise_lines(r)
     lines += ["", "| config | abstention P | abstention R | coverage | answered accuracy | "
               "must-abstain | abstained | TTFT p50/p95 ms | TPOT p50/p95 ms | ITL p50/p95 ms | "
               "E2E p50/p95 ms | judge schema-valid (first try) |",
@@ -123,6 +127,108 @@ def _judge_noise(r: RunReport) -> list[str]:
         out += ["", "Every repeat gave the same verdict (a deterministic judge, e.g. "
                 "temperature 0 on a greedy backend): all of the variance is query variation."]
     return out
+def context_table(r: RunReport, by_id: dict[str, ConfigReport]) -> list[str]:
+    """The context metrics beside the answer table: the evidence at the k the generator got,
+    not the pool's recall@100; then each config's diagnostic matrix."""
+    lines = ["", "Evidence in the context the generator saw (its own passage count, document "
+             "level: several chunks of one document count once; claims matched as "
+             "`claims_coverage` matches them; docs/metrics.md \"Evidence at the k the "
+             "generator gets\"):", "",
+             "| config | passages | documents | " + " | ".join(CONTEXT_METRICS) + " |",
+             "|---|---:|---:|" + "---:|" * len(CONTEXT_METRICS)]
+    for g in r.generation:
+        rows = by_id[g.config_id].summary if g.config_id in by_id else ()
+        lines.append(f"| {g.label} | {_f(g.context_passages_mean, 2)} | "
+                     f"{_f(g.context_docs_mean, 2)} | "
+                     + " | ".join(_cell(_row(rows, m)) for m in CONTEXT_METRICS) + " |")
+    judged = {m for g in r.generation for m, *_ in g.judge_counts}
+    missing = [m for m in JUDGED_DIAGNOSTICS if m not in judged]
+    if missing:
+        lines += ["", "RAGChecker's " + ", ".join(f"`{m}`" for m in missing) + ": unscored "
+                  "— they need an LLM judge's claim-level entailment (add `diagnostics` to "
+                  "`judge.judges`)."]
+    for g in r.generation:
+        if g.diagnosis is not None:
+            lines += diagnosis_lines(g.label, g.diagnosis)
+    return lines
+
+
+def _ids(ids: Sequence[str], limit: int = 12) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f", … (+{len(ids) - limit})" if len(ids) > limit else "") or "-"
+
+
+def diagnosis_lines(label: str, d: ContextDiagnosis) -> list[str]:
+    """One config's context x answer matrix: counts, query ids and the layer to fix."""
+    lines = ["", f"Diagnosis of {label}: context good = {d.context_rule}, answer good = "
+             f"{d.answer_rule}, per answerable query.", "",
+             "| context | answer | queries | layer to fix | query ids |",
+             "|---|---|---:|---|---|"]
+    for c in d.cells:
+        lines.append(f"| {'good' if c.context_good else 'bad'} | "
+                     f"{'good' if c.answer_good else 'bad'} | {len(c.query_ids)} | {c.layer} | "
+                     f"{_ids(c.query_ids)} |")
+    if d.abstain_refused or d.abstain_answered:
+        lines.append(f"| (must abstain) | refused | {len(d.abstain_refused)} | none | "
+                     f"{_ids(d.abstain_refused)} |")
+        lines.append(f"| (must abstain) | answered | {len(d.abstain_answered)} | generation | "
+                     f"{_ids(d.abstain_answered)} |")
+    if d.unplaced:
+        lines += ["", "Not placed (no value to place them by): "
+                  + "; ".join(f"{q} ({why})" for q, why in d.unplaced) + "."]
+    return lines
+
+
+def judge_warnings(r: RunReport) -> list[str]:
+    """A judge that is the run's own generator grades its own answers (self-preference)."""
+    same = sorted({g.generator for g in r.generation
+                   if g.judge_model is not None and g.judge_model == g.generator})
+    if not same:
+        return []
+    return ["", f"**Warning: the judge is the run's own generator ({', '.join(same)}): it "
+            "grades its own answers, and LLM judges favour their own outputs "
+            "(self-preference). Use a judge of another family "
+            "(`+generator@judge.generator=...`) for figures you publish.**"]
+
+
+def _est(e: Estimate | None, digits: int = 3) -> str:
+    if e is None or e.value is None:
+        return "-"
+    ci = "" if e.ci_low is None else f" [{e.ci_low:+.{digits}f}, {e.ci_high:+.{digits}f}]"
+    return f"{e.value:+.{digits}f}{ci} (n={e.n})"
+
+
+def pairwise_lines(r: RunReport) -> list[str]:
+    """judge=pairwise: each candidate against the baseline, with the judge's biases."""
+    ps = [g.pairwise for g in r.generation if g.pairwise is not None]
+    if not ps:
+        return []
+    p0 = ps[0]
+    lines = ["", f"Pairwise judge ({p0.judge}; orders: {p0.orders}, aggregation: "
+             f"{p0.aggregate}) — each config against `{p0.baseline}`. Preference: 1 win, "
+             "0.5 tie, 0 loss of the config, mean with its 95 % bootstrap CI. Position "
+             "consistency: verdicts that agree in both presentation orders. Verbosity bias: "
+             "slope of the preference per 10 words of length advantage and Pearson r, with "
+             "bootstrap CIs over the pairs (a CI holding 0: no bias measured).", "",
+             "| config | pairs ok/asked | win / tie / loss | preference | position "
+             "consistency | verbosity slope /10 words | verbosity r | longer answer won | "
+             "self-preference |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for p in ps:
+        pc = p.position_consistency
+        cons = "-" if pc.rate is None else f"{pc.rate:.3f} ({pc.numerator}/{pc.denominator})"
+        lw = f"{p.longer_wins[0]}/{p.longer_wins[1]}" if p.longer_wins[1] else "-"
+        sp = (_est(p.self_preference) if p.self_preference is not None
+              else f"not measurable: {p.self_preference_note}")
+        lines.append(f"| {p.candidate} | {p.n_ok}/{p.n_pairs} | {p.wins} / {p.ties} / "
+                     f"{p.losses} | {_est(p.preference)} | {cons} | "
+                     f"{_est(p.verbosity_slope)} | {_est(p.verbosity_r)} | {lw} | {sp} |")
+        if p.cross_judge is not None and p.judge_agreement is not None:
+            a = p.judge_agreement
+            lines.append(f"| ↳ cross judge {p.cross_judge} | agreement with {p.judge}: "
+                         + ("-" if a.rate is None else f"{a.rate:.3f} ({a.numerator}/"
+                            f"{a.denominator})") + " | | | | | | | |")
+    return lines
 
 
 def _validity(g: GenerationSummary) -> str:

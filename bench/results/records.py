@@ -8,6 +8,11 @@ writer fills a table from the records' fields by name.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a record type of the context stage, only named here
+    from bench.context.metrics import ContextDiagnosis
+    from bench.judge.pairing import PairwiseSummary
 
 #: per-(query, metric) statuses (docs/metrics.md completion accounting). ``scored`` and
 #: ``missing_run`` (an empty ranking, scored 0 as trec_eval -c) carry a value; the others do not
@@ -221,6 +226,14 @@ class GenerationSummary:
     #: judge metric (bench.judge.repeats)
     judge_repeats: int = 1
     judge_noise: tuple[JudgeNoise, ...] = ()
+    #: passages and distinct documents of the contexts the generator saw, mean per answer
+    context_passages_mean: float | None = None
+    context_docs_mean: float | None = None
+    #: context good/bad x answer good/bad per query, with the layer to fix
+    #: (``bench.context.metrics.diagnose``); None where the run has no answer checks
+    diagnosis: ContextDiagnosis | None = None
+    #: judge=pairwise: this config against the baseline (the first generated config)
+    pairwise: PairwiseSummary | None = None
 
 
 @dataclass(frozen=True)

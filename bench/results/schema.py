@@ -10,10 +10,11 @@ from __future__ import annotations
 import pyarrow as pa
 
 #: 4: configs.parquet gained the bootstrap CIs of ``e2e_p50/p95/p99_ms`` over requests,
-#: ``n_latency_warmup`` and ``latency_source`` (interleaved | sum of stage samples), and
-#: latency.parquet holds every request of the interleaved latency pass; files of version 3
-#: lack them and read as None. 3: comparisons.parquet gained ``mde`` (nullable; files of
-#: version 2 lack it and read as None). 2: per_query.parquet gained ``status``.
+#: ``n_latency_warmup`` and ``latency_source`` (interleaved | sum of stage samples);
+#: latency.parquet holds every request of the interleaved latency pass and judgements.parquet
+#: one row per judge verdict (status, failure mode, rationale); files of version 3 lack them
+#: and read as None. 3: comparisons.parquet gained ``mde`` (nullable; files of version 2 lack
+#: it and read as None). 2: per_query.parquet gained ``status``.
 SCHEMA_VERSION = 4
 
 #: per_query.parquet: one row per (config_id, query_id, metric).
@@ -193,6 +194,27 @@ COMPARISONS = pa.schema(
     ]
 )
 
+#: judgements.parquet: one row per (config_id, query_id, judge) verdict of a generated config.
+JUDGEMENTS = pa.schema(
+    [
+        pa.field("schema_version", pa.int32(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("config_id", pa.string(), nullable=False),
+        pa.field("query_id", pa.string(), nullable=False),
+        # the judge (faithfulness, refusal, pairwise, pairwise:cross, ...)
+        pa.field("judge", pa.string(), nullable=False),
+        # ok | invalid | no_claims | error | not_applicable (bench.judge.base statuses)
+        pa.field("status", pa.string(), nullable=False),
+        # "" | unsupported_claims | abstained | no_claims | schema | invalid_partition |
+        # backend | no_answer | not_applicable | position_flip (bench.judge.base.failure_mode)
+        pa.field("failure_mode", pa.string(), nullable=False),
+        # why: the unsupported claims, the judge's own reason, or the last rejection
+        pa.field("rationale", pa.string(), nullable=False),
+        # judge model calls made, retries included
+        pa.field("attempts", pa.int64(), nullable=False),
+    ]
+)
+
 TABLES = {
     "per_query": PER_QUERY,
     "timings": TIMINGS,
@@ -200,4 +222,5 @@ TABLES = {
     "configs": CONFIGS,
     "comparisons": COMPARISONS,
     "latency": LATENCY,
+    "judgements": JUDGEMENTS,
 }

@@ -27,9 +27,12 @@ CTX = Context("q1", "What is X?", (
 
 
 def test_every_judge_metric_is_registered() -> None:
+    # RAGChecker's diagnostics are shares of failing claims: lower is better
+    lower = {"noise_sensitivity_relevant", "noise_sensitivity_irrelevant", "hallucination",
+             "self_knowledge"}
     for cls in (*pointwise_judges().values(), PairwisePreferenceJudge):
         for m in cls.metrics:  # type: ignore[attr-defined]
-            assert parse_metric(m).higher_is_better
+            assert parse_metric(m).higher_is_better == (m not in lower)
 
 
 def test_answer_relevancy_rating_and_bounds() -> None:
@@ -196,4 +199,4 @@ def test_rows_for_per_query_parquet() -> None:
 def test_the_suite_finds_its_judges_by_option_file_name() -> None:
     # no second registry: conf/judge/<name>.yaml is the name
     assert set(pointwise_judges()) == {"faithfulness", "answer_relevancy", "context_relevance",
-                                       "citations", "refusal"}
+                                       "citations", "refusal", "diagnostics"}

@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from bench.errors import ConfigError
 from bench.generation.base import Generation, GenerationRequest
 from bench.pipeline.run import run
 
@@ -61,6 +62,8 @@ class EchoGenerator:
             return json.dumps({"reason": "ok", "rating": 5})
         if "refused" in props:
             return json.dumps({"reason": "ok", "refused": True})
+        if "winner" in props:  # always the first answer shown: a pure position bias
+            return json.dumps({"reason": "ok", "winner": "A"})
         raise AssertionError(f"unscripted schema {sorted(props)}")
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
@@ -89,6 +92,42 @@ def _overrides(cache: Path, *extra: str) -> list[str]:
 
 def _answers(kind: str) -> list[str]:
     return [rid for k, rid in CALLS if k == kind]
+
+
+@pytest.mark.slow
+def test_pairwise_judge_compares_configs_in_both_orders(compose_cfg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    over = [o for o in _overrides(tmp_path / "cache") if not o.startswith("judge")]
+    res = run(compose_cfg([*over, "judge=pairwise"]), tmp_path / "r")
+    assert res.exit_code == 0
+    rj = json.loads((tmp_path / "r" / "run.json").read_text())["generation"]["configs"]
+    labels = {s["label"]: s for s in rj.values()}
+    base, cand = labels["dense>gen(echo-1)"], labels["dense>maxsim@10>gen(echo-1)"]
+    assert base["pairwise"] is None  # the baseline is what the others are compared with
+    p = cand["pairwise"]
+    # 12 answered queries; "not json" for query numbers 1 mod 4 makes those pairs invalid
+    pqr = pq.read_table(tmp_path / "r" / "per_query.parquet").to_pylist()
+    pref = {r["query_id"]: r for r in pqr if r["metric"] == "pairwise_preference"}
+    n_inv = sum(int(q.rsplit("q", 1)[1]) % 4 == 1 for q in pref)
+    assert p["n_pairs"] == len(pref) == 12 and p["n_invalid"] == n_inv > 0
+    assert {r["config_id"] for r in pref.values()} == {p["candidate_id"]}
+    # the judge always names the first answer shown: every verdict flips with the order,
+    # so position consistency is 0 and each ok pair is a tie (0.5)
+    assert p["position_consistency"] == {"rate": 0.0, "numerator": 0,
+                                         "denominator": 12 - n_inv}
+    assert (p["wins"], p["ties"], p["losses"]) == (0, 12 - n_inv, 0)
+    assert {r["value"] for r in pref.values() if r["status"] == "scored"} == {0.5}
+    assert p["self_preference"] is None and "cross_generator" in p["self_preference_note"]
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "Pairwise judge (echo-1; orders: both, aggregation: flip_is_tie)" in report
+    assert f"0.000 (0/{12 - n_inv})" in report
+    assert "the judge is the run's own generator (echo-1)" in report
+
+
+def test_pairwise_judge_needs_two_generated_configs(compose_cfg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    over = [o for o in _overrides(tmp_path / "cache")
+            if not o.startswith(("judge", "reranker"))]
+    with pytest.raises(ConfigError, match="judge=pairwise compares generated configs"):
+        run(compose_cfg([*over, "judge=pairwise"]), tmp_path / "r")
 
 
 @pytest.mark.slow
@@ -154,6 +193,36 @@ def test_generated_configs_cache_score_and_compare(compose_cfg, tmp_path: Path) 
     assert gsum["n_must_abstain"] == sum(1 for q in answered if int(q.rsplit("q", 1)[1]) >= 18)
     report = (tmp_path / "r1" / "report.md").read_text()
     assert "## Answers and judges" in report
+    # context metrics: on the answered queries with gold, at the passages of the prompt
+    ctx_of = {(r["query_id"], r["metric"]): r for r in mine if r["metric"] in (
+        "gold_in_context", "context_recall", "context_precision", "context_claim_recall")}
+    with_gold = {q for q in answered if int(q.rsplit("q", 1)[1]) < 18}
+    assert {q for q, m in ctx_of if m == "gold_in_context"} == with_gold
+    for q in with_gold:
+        hit, rec = ctx_of[(q, "gold_in_context")]["value"], ctx_of[(q, "context_recall")]["value"]
+        assert hit == float(rec > 0) and ctx_of[(q, "context_precision")]["value"] <= hit
+    assert gsum["context_passages_mean"] >= gsum["context_docs_mean"] > 0
+    diag = gsum["diagnosis"]
+    placed = sum(len(c["query_ids"]) for c in diag["cells"]) + len(diag["abstain_refused"]) \
+        + len(diag["abstain_answered"]) + len(diag["unplaced"])
+    assert placed == 12
+    # every answered query is placed: the answerable ones in a cell, must-abstain ones as
+    # refused or answered (an unplaced query would be a failed generation or no reference)
+    assert diag["unplaced"] == []
+    assert sorted(q for c in diag["cells"] for q in c["query_ids"]) == sorted(with_gold)
+    hits = {q for q in with_gold if ctx_of[(q, "gold_in_context")]["value"] == 1.0}
+    assert {q for c in diag["cells"] if c["context_good"] for q in c["query_ids"]} <= hits
+    assert "| context | answer | queries | layer to fix | query ids |" in report
+    assert "gold_in_context" in report and "unscored" in report  # no diagnostics judge here
+    # judgements.parquet: one row per verdict, its failure mode read from the verdict
+    jr = [r for r in pq.read_table(tmp_path / "r1" / "judgements.parquet").to_pylist()
+          if r["config_id"] == g0 and r["judge"] == "faithfulness"]
+    assert {r["query_id"] for r in jr} == answered
+    for r in jr:
+        n = int(r["query_id"].rsplit("q", 1)[1])
+        assert (r["status"], r["failure_mode"]) == (
+            ("no_claims", "abstained") if n % 3 == 0 else ("invalid", "schema") if n % 4 == 1
+            else ("ok", ""))
 
     # the same run again: every answer and verdict is a cache hit
     CALLS.clear()
@@ -163,8 +232,16 @@ def test_generated_configs_cache_score_and_compare(compose_cfg, tmp_path: Path) 
 
     # a judge-only change: judges re-run, every answer is loaded from the cache
     CALLS.clear()
-    res3 = run(compose_cfg(_overrides(cache, "judge.max_retries=0")), tmp_path / "r3")
+    res3 = run(compose_cfg(_overrides(
+        cache, "judge.max_retries=0",
+        "judge.judges=[faithfulness,answer_relevancy,refusal,diagnostics]")), tmp_path / "r3")
     assert _answers("answer") == [] and _answers("judge")
+    # the diagnostics judge scores RAGChecker's shares (every echo claim is entailed by the
+    # reference and the passages: correct and grounded, so all four are 0)
+    pq3 = [r for r in pq.read_table(tmp_path / "r3" / "per_query.parquet").to_pylist()
+           if r["metric"] == "hallucination" and r["status"] == "scored"]
+    assert pq3 and {r["value"] for r in pq3} == {0.0}
+    assert "unscored" not in (tmp_path / "r3" / "report.md").read_text()
     gen_hits = {k: v for k, v in res3.cache_hits.items() if k.startswith("generate[")}
     judge_hits = {k: v for k, v in res3.cache_hits.items() if k.startswith("judge[")}
     assert len(gen_hits) == 2 and all(gen_hits.values())
@@ -229,5 +306,5 @@ def test_judge_repeats_split_query_variation_from_judge_noise(compose_cfg,  # ty
                 if r["metric"] in ("faithfulness", "answer_relevancy")}
 
     assert values(tmp_path / "r") == values(tmp_path / "once")
-    with pytest.raises(ConfigError, match="judge.repeats"):
+    with pytest.raises(ConfigError, match=r"judge\.repeats"):
         run(compose_cfg(_overrides(tmp_path / "c2", "judge.repeats=0")), tmp_path / "bad")
