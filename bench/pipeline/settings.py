@@ -9,12 +9,19 @@ and defaults).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from bench.config.schema import CapacityConfig, GateConfig, GenerationConfig, MetricsConfig
+from bench.config.schema import (
+    CapacityConfig,
+    GateConfig,
+    GenerationConfig,
+    MetricsConfig,
+    SubsetConfig,
+)
+from bench.gates.regression import RegressionSettings, from_config
 from bench.metrics.decisions import DecisionRule, rules_from_config
 from bench.pipeline.scoring import SummarySettings
 
@@ -34,6 +41,12 @@ class RunSettings:
     chunker: str
     #: pre-registered decisions (``decisions:``), evaluated after scoring
     decisions: tuple[DecisionRule, ...] = ()
+    #: the queries evaluated: split and seeded stratified subset (bench.data.subset)
+    subset: SubsetConfig = field(default_factory=SubsetConfig)
+    #: regression gates against ``gates_against`` (None: no baseline)
+    regression: RegressionSettings | None = None
+    #: an extra path for the gates' JUnit XML (the run dir always gets gates.junit.xml)
+    gates_junit: str | None = None
 
     @property
     def primary_metric(self) -> str:
@@ -62,4 +75,6 @@ def run_settings(cfg: DictConfig) -> RunSettings:
         resolved=cast(dict, OmegaConf.to_container(cfg, resolve=True)),
         chunker=target.rsplit(".", 1)[-1],
         decisions=rules_from_config(cast(list, OmegaConf.to_container(cfg.decisions,
-                                                                      resolve=True))))
+                                                                      resolve=True))),
+        subset=typed(cfg.subset, SubsetConfig), regression=from_config(cfg),
+        gates_junit=cfg.gates_junit)
