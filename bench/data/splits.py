@@ -284,13 +284,18 @@ def make_splits(queries: Sequence[Query], shares: Mapping[str, float], *, seed: 
     target = {s: shares[s] / total for s in names}
     category = {q.query_id: q.category for q in queries}
     counts: dict[str, Counter[str]] = defaultdict(Counter)  # category -> split -> queries
+    overall: Counter[str] = Counter()
     out: dict[str, str] = {}
     for g in sorted(groups(queries), key=lambda g: (stable_hash(seed, "split", g[0]), g[0])):
-        cat = Counter(category[q] for q in g).most_common(1)[0][0]
+        # the group's category: its most common, ties by name
+        tally = Counter(category[q] for q in g)
+        cat = min(tally, key=lambda c: (-tally[c], c))
         have = counts[cat]
-        after = sum(have.values()) + len(g)
-        best = max(names, key=lambda s: (target[s] * after - have[s], -names.index(s)))
+        after, after_all = sum(have.values()) + len(g), sum(overall.values()) + len(g)
+        best = max(names, key=lambda s: (target[s] * after - have[s],
+                                         target[s] * after_all - overall[s], -names.index(s)))
         have[best] += len(g)
+        overall[best] += len(g)
         out.update(dict.fromkeys(g, best))
     return out
 

@@ -127,24 +127,22 @@ def _equal(sizes: dict[str, int], n: int) -> dict[str, int]:
 
 
 def _proportional(sizes: dict[str, int], n: int) -> dict[str, int]:
-    """Largest-remainder shares of ``n``, capped by each category's size, with one query per
-    category first while ``n`` allows (a small sample still has every category)."""
+    """Largest-remainder (Hamilton) shares of ``n``, capped by each category's size, with one
+    query per category first while ``n`` allows (a small sample still has every category)."""
     total = sum(sizes.values())
     n = min(n, total)
     cats = sorted(sizes)
-    floor_one = n >= len(cats)
-    quota = {c: 1 if floor_one else 0 for c in cats}
-    left = n - sum(quota.values())
-    while left > 0:
-        room = {c: sizes[c] - quota[c] for c in cats if sizes[c] > quota[c]}
-        want = {c: left * sizes[c] / sum(sizes[k] for k in room) for c in room}
-        add = {c: min(room[c], math.floor(want[c])) for c in room}
-        if not any(add.values()):  # every share < 1: the largest remainders take one each
-            order = sorted(room, key=lambda c: (-want[c], c))
-            add = {c: 1 for c in order[:left]}
-        for c, k in add.items():
-            quota[c] += k
-        left = n - sum(quota.values())
+    ideal = {c: n * sizes[c] / total for c in cats}
+    quota = {c: 1 if n >= len(cats) else 0 for c in cats}
+    for c in cats:  # the whole part of each ideal share
+        quota[c] = max(quota[c], min(sizes[c], math.floor(ideal[c])))
+    while sum(quota.values()) > n:  # the floor of one overshot: the most over-served gives
+        c = max((c for c in cats if quota[c] > 1), key=lambda c: (quota[c] - ideal[c], c))
+        quota[c] -= 1
+    while sum(quota.values()) < n:  # then one each by the largest remainder, ties by name
+        c = min((c for c in cats if quota[c] < sizes[c]),
+                key=lambda c: (quota[c] - ideal[c], c))
+        quota[c] += 1
     return quota
 
 

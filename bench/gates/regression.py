@@ -262,7 +262,8 @@ class RegressionOutcome:
 
 _HEADER = ("verdict", "metric", "scope", "config", "n", "baseline", "current", "delta",
            "ci_low", "ci_high", "budget", "judged")
-_CRIT_HEADER = ("config", "metric", "query_id", "category", "baseline", "current", "note")
+_CRIT_HEADER = ("config", "metric", "query_id", "category", "baseline", "current", "change",
+                "note")
 
 
 def _row(c: RegressionCheck) -> list[object]:
@@ -273,7 +274,9 @@ def _row(c: RegressionCheck) -> list[object]:
 
 
 def _crit_row(q: CriticalCheck) -> list[object]:
-    return [q.config_id, q.metric, q.query_id, q.category, q.baseline, q.current, q.note or "-"]
+    change = None if q.baseline is None or q.current is None else q.current - q.baseline
+    return [q.config_id, q.metric, q.query_id, q.category, q.baseline, q.current, change,
+            q.note or "-"]
 
 
 def _md(v: object) -> str:
