@@ -338,12 +338,13 @@ def _load(args: argparse.Namespace) -> Dataset:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from bench.docs import DATA
     from bench.metrics.cli import OneLineParser
 
     p = OneLineParser(prog="python -m bench.data.splits",
                       description="Write a grouped, seeded split file, or check one for "
                                   "contamination.",
-                      epilog="documentation: docs/data.md (Bring your own data)")
+                      epilog=DATA.help_line())
     p.add_argument("command", choices=("make", "check"))
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--golden", nargs=2, metavar=("CORPUS", "QUERIES"))

@@ -154,6 +154,9 @@ class RegressionOutcome:
     baseline_split: str | None
     current_split: str | None
     notes: tuple[str, ...] = ()
+    #: what each run evaluated, as its run.json ``queries_selected.summary`` says
+    baseline_queries: str | None = None
+    current_queries: str | None = None
 
     @property
     def regressions(self) -> tuple[RegressionCheck, ...]:
@@ -193,10 +196,14 @@ class RegressionOutcome:
         return out
 
     def split_line(self) -> str:
-        cur = self.current_split or "all queries"
-        line = f"this run: {cur}; baseline: {self.baseline_split or 'all queries'}"
+        """Which queries each side evaluated (split, subset), and whether they differ."""
+        def side(split: str | None, queries: str | None) -> str:
+            return queries or (f"split {split!r}" if split else "every query")
+
+        line = (f"this run: {side(self.current_split, self.current_queries)}; baseline: "
+                f"{side(self.baseline_split, self.baseline_queries)}")
         if self.baseline_split != self.current_split:
-            line += " (they differ: only the queries both scored are paired)"
+            line += " (different splits: only the queries both scored are paired)"
         return line
 
     def table(self) -> str:
@@ -427,8 +434,9 @@ def from_config(cfg: Any) -> RegressionSettings | None:
             raise ConfigError("gates_junit", f"{junit} is a directory; name the XML file")
     block = cast(dict[str, Any], OmegaConf.to_container(cfg.regression, resolve=True))
     if cfg.gates_against is None:
-        if block.get("gates") or (block.get("critical") or {}).get("query_ids") or (
-                block.get("critical") or {}).get("categories"):
+        # critical query ids alone are allowed: they keep those queries in a subset, so the
+        # run that becomes a baseline evaluates the queries the gated runs will
+        if block.get("gates") or (block.get("critical") or {}).get("categories"):
             raise ConfigError("gates_against", "regression gates are set but no baseline: "
                                                "set gates_against=<baseline run dir>")
         return None
@@ -438,17 +446,17 @@ def from_config(cfg: Any) -> RegressionSettings | None:
                                default_metric=str(m.names[0]))
 
 
-def check_critical(settings: RegressionSettings, query_ids: Sequence[str],
-                   categories: Sequence[str]) -> None:
+def check_critical(critical_ids: Sequence[str], critical_categories: Sequence[str],
+                   query_ids: Sequence[str], categories: Sequence[str]) -> None:
     """After the dataset is loaded: critical ids and categories must exist in it."""
     known = set(query_ids)
-    missing = [q for q in settings.critical_ids if q not in known]
+    missing = [q for q in critical_ids if q not in known]
     if missing:
         raise ConfigError("regression.critical.query_ids",
                           f"{len(missing)} id(s) are not queries of the dataset: "
                           f"{', '.join(missing[:5])}")
     cats = set(categories)
-    bad = [c for c in settings.critical_categories if c not in cats]
+    bad = [c for c in critical_categories if c not in cats]
     if bad:
         raise ConfigError("regression.critical.categories",
                           f"the dataset has no category {bad[0]!r}; its categories: "
@@ -467,16 +475,20 @@ def _labels(run: Path) -> dict[str, str]:
                     strict=True))
 
 
-def _split_of(run: Path) -> str | None:
-    """The split a finished run evaluated (run.json ``queries_selected``), None if none."""
+def _selection_of(run: Path) -> tuple[str | None, str | None]:
+    """(split, summary) of what a finished run evaluated (run.json ``queries_selected``);
+    Nones for a run without it (an older run, a bare per_query.parquet)."""
     manifest = per_query_path(run).parent / "run.json"
     try:
         data = json.loads(manifest.read_text())
     except (OSError, json.JSONDecodeError):
-        return None
+        return None, None
     sel = data.get("queries_selected") if isinstance(data, dict) else None
-    split = sel.get("split") if isinstance(sel, dict) else None
-    return split if isinstance(split, str) else None
+    if not isinstance(sel, dict):
+        return None, None
+    split, summary = sel.get("split"), sel.get("summary")
+    return (split if isinstance(split, str) else None,
+            summary if isinstance(summary, str) else None)
 
 
 def _fingerprint(run: Path) -> str | None:
@@ -586,12 +598,12 @@ def _critical(s: RegressionSettings, a: Side, b: Side, label: str) -> list[Criti
     return out
 
 
-def evaluate(s: RegressionSettings, current: Path, *, current_split: str | None = None,
-             split_known: bool = False, current_fingerprint: str | None = None
-             ) -> RegressionOutcome:
+def evaluate(s: RegressionSettings, current: Path, *,
+             current_selection: tuple[str | None, str | None] | None = None,
+             current_fingerprint: str | None = None) -> RegressionOutcome:
     """Every gate and critical query of ``s`` on ``current`` (a run dir) vs the baseline.
-    ``current_split`` / ``current_fingerprint``: what this run evaluated (read from its
-    run.json unless given, for a run whose run.json is not written yet)."""
+    ``current_selection`` (split, summary) / ``current_fingerprint``: what this run evaluated
+    (read from its run.json unless given, for a run whose run.json is not written yet)."""
     baseline = s.against
     pairs, only_b, only_c, labels = _pairs(s, baseline, current)
     checks: list[RegressionCheck] = []
@@ -614,11 +626,12 @@ def evaluate(s: RegressionSettings, current: Path, *, current_split: str | None 
                          f"{fc[:12]}) and config ids are rooted in them: the two runs did not "
                          "evaluate the same data (another subset or split?); "
                          "regression.pair_by=label pairs by label")
-    split = current_split if split_known else _split_of(current)
+    cur = current_selection if current_selection is not None else _selection_of(current)
+    base = _selection_of(baseline)
     return RegressionOutcome(
         str(baseline), str(current), s.bound, s.confidence, s.pair_by, s.tolerance,
         tuple(checks), tuple(critical), tuple(pairs), tuple(only_b), tuple(only_c),
-        _split_of(baseline), split, tuple(notes))
+        base[0], cur[0], tuple(notes), base[1], cur[1])
 
 
 

@@ -409,9 +409,10 @@ def regression_gates(done: Executed, run_dir: Path, config_rows: list[ConfigRow]
     s = done.settings
     outcome = None
     if s.regression is not None:
-        outcome = evaluate(s.regression, run_dir, split_known=True,
-                           current_split=None if done.selection is None
-                           else done.selection.split,
+        sel = done.selection
+        outcome = evaluate(s.regression, run_dir,
+                           current_selection=(None, None) if sel is None
+                           else (sel.split, sel.line()),
                            current_fingerprint=done.dataset.fingerprint)
         log.info("regression gates:\n%s", outcome.table())
     cases = threshold_cases(s.gates, summary_rows,

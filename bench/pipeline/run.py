@@ -172,12 +172,11 @@ def select_split(settings: RunSettings, dataset: Dataset
     found = contamination(dataset.queries, settings.resolved)
     for line in found.warnings():
         log.warning("contamination: %s", line)
-    if reg is not None:
-        check_critical(reg, [q.query_id for q in dataset.queries],
-                       [q.category for q in dataset.queries])
-    always = set() if reg is None else set(reg.critical_ids)
+    check_critical(settings.critical_ids, () if reg is None else reg.critical_categories,
+                   [q.query_id for q in dataset.queries], [q.category for q in dataset.queries])
     dataset, selection = select_queries(dataset, split=sub.split, max_queries=sub.max_queries,
-                                        seed=sub.seed, allocation=sub.allocation, always=always)
+                                        seed=sub.seed, allocation=sub.allocation,
+                                        always=set(settings.critical_ids))
     log.info("stage %-10s evaluates %s", "data", selection.line())
     return dataset, selection, found
 

@@ -47,6 +47,8 @@ class RunSettings:
     regression: RegressionSettings | None = None
     #: an extra path for the gates' JUnit XML (the run dir always gets gates.junit.xml)
     gates_junit: str | None = None
+    #: ``regression.critical.query_ids``: kept in any subset, judged when there is a baseline
+    critical_ids: tuple[str, ...] = ()
 
     @property
     def primary_metric(self) -> str:
@@ -77,4 +79,5 @@ def run_settings(cfg: DictConfig) -> RunSettings:
         decisions=rules_from_config(cast(list, OmegaConf.to_container(cfg.decisions,
                                                                       resolve=True))),
         subset=typed(cfg.subset, SubsetConfig), regression=from_config(cfg),
-        gates_junit=cfg.gates_junit)
+        gates_junit=cfg.gates_junit,
+        critical_ids=tuple(str(q) for q in cfg.regression.critical.query_ids))

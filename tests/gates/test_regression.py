@@ -239,3 +239,14 @@ def test_compare_gate_bad_input_is_one_line_exit_2(tmp_path: Path, capsys) -> No
     assert compare_main(["--gate", str(rules), str(tmp_path / "nope"), str(base)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "BASELINE" in err and "does not exist" in err
+
+
+def test_critical_ids_without_a_baseline_only_shape_the_subset(compose_cfg) -> None:  # type: ignore[no-untyped-def]
+    from bench.gates.regression import from_config
+
+    cfg = compose_cfg(["dataset=synthetic", "regression.critical.query_ids=[syn:q000]"])
+    assert from_config(cfg) is None  # a baseline-producing run keeps them in its subset
+    cfg = compose_cfg(["dataset=synthetic", "regression.gates=[{metric: ndcg@10, max_drop: 0}]"])
+    with pytest.raises(ConfigError, match=r"gates_against: regression gates are set but no "
+                                          r"baseline"):
+        from_config(cfg)
