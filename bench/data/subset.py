@@ -66,14 +66,14 @@ class QuerySelection:
 
     def line(self) -> str:
         """One sentence for the log and the report header."""
-        where = ("every query" if self.split is None
-                 else f"split {self.split!r} ({self.split_source})")
-        text = f"{self.n_selected} of {self.n_loaded} queries: {where}"
+        text = f"{self.n_selected} of {self.n_loaded} queries"
+        if self.split is not None:
+            text += f" of split {self.split!r} ({self.split_source})"
         if self.max_queries is not None:
-            text += (f", seeded {self.allocation} category-stratified sample of "
+            text += (f", a seeded {self.allocation} category-stratified sample of "
                      f"{self.max_queries} (seed {self.seed})")
         if self.n_forced:
-            text += f", {self.n_forced} critical queries kept on top"
+            text += f" plus {self.n_forced} critical queries"
         return text
 
     def to_json(self) -> dict[str, object]:

@@ -157,8 +157,10 @@ def regression_cases(outcome: RegressionOutcome) -> list[GateCase]:
                                  else sign * (q.current - bound))),
                  ("baseline", _fmt(q.baseline)), ("category", q.category))
         status = "failed" if q.regressed else "skipped" if q.current is None else "passed"
-        msg = q.note if q.current is None or q.baseline is None else (
-            f"{q.baseline:.4f} -> {q.current:.4f}" if q.regressed else "")
+        msg = q.note if q.current is None or q.baseline is None or bound is None else (
+            f"value {q.current:.4f}, bound {bound:.4f} (baseline {q.baseline:.4f}, tolerance "
+            f"{outcome.tolerance:g}), margin {sign * (q.current - bound):+.4g}"
+            if q.regressed else "")
         out.append(GateCase(CRITICAL, f"{CRITICAL}.{q.config_id}", name, status,
                             q.note if status == "skipped" else msg, props))
     return out

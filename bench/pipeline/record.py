@@ -414,7 +414,9 @@ def regression_gates(done: Executed, run_dir: Path, config_rows: list[ConfigRow]
                            current_selection=(None, None) if sel is None
                            else (sel.split, sel.line()),
                            current_fingerprint=done.dataset.fingerprint)
-        log.info("regression gates:\n%s", outcome.table())
+        # a failure's table is a warning: it is what the user must read
+        log.log(logging.WARNING if outcome.failed else logging.INFO, "regression gates:\n%s",
+                outcome.table())
     cases = threshold_cases(s.gates, summary_rows,
                             {c.spec.config_id for c in done.configs if c.pool is None},
                             config_rows)

@@ -215,8 +215,9 @@ def test_compare_gate_exits_3_with_the_table_and_writes_junit(tmp_path: Path, ca
     suites = {s.get("name"): s for s in root.findall("testsuite")}
     assert set(suites) == {"bench.gates.regression", "bench.gates.critical"}
     failures = suites["bench.gates.critical"].findall("testcase/failure")
-    assert [f.get("message") for f in failures] == ["0.8000 -> 0.5000", "0.5000 -> 0.2000",
-                                                    "0.5000 -> 0.2000"]
+    assert [f.get("message") for f in failures] == [
+        f"value {cur}, bound {base} (baseline {base}, tolerance 0), margin -0.3"
+        for base, cur in (("0.8000", "0.5000"), ("0.5000", "0.2000"), ("0.5000", "0.2000"))]
     case = suites["bench.gates.critical"].find("testcase")
     assert case is not None
     props = {p.get("name"): p.get("value") for p in case.findall("properties/property")}
