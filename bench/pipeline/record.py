@@ -423,8 +423,10 @@ def regression_gates(done: Executed, run_dir: Path, config_rows: list[ConfigRow]
     if outcome is not None:
         cases += regression_cases(outcome)
     if cases:
+        if done.selection is not None:
+            log.info("gates judged on %s", done.selection.line())
         split = None if done.selection is None else done.selection.split
-        props = (("run_id", done.run_id), ("split", split or "all queries"))
+        props = (("run_id", done.run_id), ("split", split or "none (every query)"))
         for path in (run_dir / JUNIT_NAME, *([Path(s.gates_junit).expanduser()]
                                              if s.gates_junit else [])):
             write_junit(path, cases, properties=props)

@@ -166,3 +166,37 @@ def test_the_make_and_check_commands(tmp_path: Path, capsys) -> None:  # type: i
     assert "must be > 0" in capsys.readouterr().err
     assert GoldenDataset(corpus=str(tmp_path / "c.jsonl"),
                          queries=str(tmp_path / "q.jsonl")).load().queries[0].split == ""
+
+
+def test_check_flags_a_tuning_run_whose_config_names_release_queries(tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                    capsys) -> None:
+    docs = [Document("d0", "text"), Document("d1", "more")]
+    qs = [q("q1", "alpha", ("d0",), "development"), q("q2", "beta", ("d1",), "release")]
+    write_golden(docs, qs, corpus=tmp_path / "c.jsonl", queries_path=tmp_path / "q.jsonl")
+    src = ["--golden", str(tmp_path / "c.jsonl"), str(tmp_path / "q.jsonl")]
+    run = tmp_path / "tuning"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"config": {"context": {"probe": ["q2"]}}}))
+    assert main(["check", *src]) == 0
+    capsys.readouterr()
+    assert main(["check", *src, "--run", str(run)]) == 1
+    assert "the run's config names release-split queries: context.probe[0] = q2" in (
+        capsys.readouterr().out)
+    (run / "run.json").write_text("{")
+    assert main(["check", *src, "--run", str(run)]) == 2
+    assert "not a readable run.json" in capsys.readouterr().err
+
+
+def test_a_csv_split_column(tmp_path: Path) -> None:
+    from bench.data.csv_source import CsvDataset
+
+    (tmp_path / "c.csv").write_text("doc_id,text\nd1,one\n")
+    (tmp_path / "q.csv").write_text("query_id,query,split\nq1,x,release\nq2,y,\n")
+    (tmp_path / "r.csv").write_text("query_id,doc_id\nq1,d1\nq2,d1\n")
+    ds = CsvDataset(corpus=str(tmp_path / "c.csv"), queries=str(tmp_path / "q.csv"),
+                    qrels=str(tmp_path / "r.csv")).load()
+    assert [x.split for x in ds.queries] == ["release", ""]
+    (tmp_path / "q.csv").write_text("query_id,query,split\nq1,x,dev\nq2,y,\n")
+    with pytest.raises(InputError, match=r"q\.csv:2: unknown split 'dev'"):
+        CsvDataset(corpus=str(tmp_path / "c.csv"), queries=str(tmp_path / "q.csv"),
+                   qrels=str(tmp_path / "r.csv")).load()
