@@ -618,6 +618,11 @@ def evaluate(s: RegressionSettings, current: Path, *,
                 checks.append(c)
         if s.has_critical:
             critical += _critical(s, a, b, label)
+    for rule in s.rules if pairs else ():  # a gate that matched nothing must not pass
+        if not any(c.metric == rule.metric and c.scope == rule.scope for c in checks):
+            checks.append(RegressionCheck(
+                rule.metric, rule.scope, "-", "", 0, None, None, None, None, None, None, None,
+                True, rule.describe(), "no paired config has this metric in either run"))
     notes = []
     if not pairs:
         fb, fc = _fingerprint(baseline), current_fingerprint or _fingerprint(current)

@@ -8,6 +8,7 @@ import pytest
 
 from bench.data.base import Dataset, Document, Query
 from bench.data.foldoc.source import subsample
+from bench.data.foldoc.text import stable_hash
 from bench.data.subset import select_queries, stratified_ids
 from bench.errors import ConfigError
 
@@ -62,11 +63,26 @@ def test_the_draw_is_seeded_and_independent_of_file_order() -> None:
     assert len(ids - stratified_ids(more.queries, 10, 3)) <= 1
 
 
-def test_foldocs_subsample_draws_through_the_same_rule() -> None:
+def _foldoc_round_robin(ds: Dataset, max_queries: int, seed: int) -> set[str]:
+    """FOLDOC's subsample before it drew through bench.data.subset (verbatim), the reference
+    that keeps FOLDOC slices (dataset.max_queries) the same queries as before."""
+    by_cat: dict[str, list[Query]] = {}
+    for q in sorted(ds.queries, key=lambda q: stable_hash(seed, "q", q.query_id)):
+        by_cat.setdefault(q.category, []).append(q)
+    keep: set[str] = set()
+    while len(keep) < max_queries:
+        for cat in sorted(by_cat):
+            if by_cat[cat] and len(keep) < max_queries:
+                keep.add(by_cat[cat].pop(0).query_id)
+    return keep
+
+
+@pytest.mark.parametrize("n", [1, 3, 20, 30, 73])
+def test_foldocs_subsample_keeps_the_queries_it_drew_before(n: int) -> None:
     ds = dataset({"exact_lookup": 40, "multi_doc": 9, "semantic_lookup": 25})
-    kept = subsample(ds, max_docs=None, max_queries=20)
-    assert {q.query_id for q in kept.queries} == stratified_ids(ds.queries, 20, 0,
-                                                                allocation="equal")
+    kept = subsample(ds, max_docs=None, max_queries=n)
+    assert {q.query_id for q in kept.queries} == _foldoc_round_robin(ds, n, 0)
+    assert stratified_ids(ds.queries, n, 5, allocation="equal") == _foldoc_round_robin(ds, n, 5)
 
 
 def test_a_dataset_with_splits_is_evaluated_on_release_by_default() -> None:

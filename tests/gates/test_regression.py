@@ -153,6 +153,23 @@ def test_unpaired_configs_are_reported_and_no_pair_at_all_fails(tmp_path: Path) 
     assert by_label.paired == (("c1", "c9"),) and not by_label.failed
 
 
+def test_a_gate_no_paired_config_can_answer_fails(tmp_path: Path) -> None:
+    # the baseline's generated config has exact_match; the config both runs share does not
+    base = write_run(tmp_path / "base", {"c1": BASE})
+    write_records([PerQueryRow("gen", q, c, "exact_match", 1.0, "scored")
+                   for q, c in zip(QIDS, CATS, strict=True)]
+                  + [PerQueryRow("c1", q, c, "ndcg@10", v, "scored")
+                     for q, c, v in zip(QIDS, CATS, BASE, strict=True)],
+                  schema.PER_QUERY, base / "per_query.parquet", "run")
+    cur = write_run(tmp_path / "cur", {"c1": BASE})
+    out = evaluate(settings(base, gates=[{"metric": "exact_match", "max_drop": 0.0}]), cur)
+    assert out.unpaired_baseline == ("gen",)
+    (check,) = out.checks
+    assert check.regressed and check.note == "no paired config has this metric in either run"
+    assert out.failure_lines() == ["regression: - exact_match[all]: no paired config has this "
+                                   "metric in either run"]
+
+
 @pytest.mark.parametrize(("block", "match"), [
     ({"gates": [{"metric": "ndcg@10", "max_drop": -0.02}]},
      r"regression\.gates\[0\]\.max_drop: is the allowed worsening, >= 0; got -0.02"),
