@@ -52,6 +52,12 @@ def _hydra_entry(cfg: DictConfig) -> None:
     if n_gates:  # a passing gate run says so, not just by its exit code
         print(f"bench: {n_gates} release gate{'s' if n_gates != 1 else ''} passed",
               file=sys.stderr)
+    if cfg.get("gates_against"):
+        crit = cfg.regression.critical
+        print(f"bench: regression gates against {cfg.gates_against} passed "
+              f"({len(cfg.regression.gates)} gates, {len(crit.query_ids)} critical queries"
+              + (f" and categories {', '.join(crit.categories)}" if crit.categories else "")
+              + ")", file=sys.stderr)
 
 
 def _config_error_line(exc: BaseException) -> str | None:

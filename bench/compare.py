@@ -14,7 +14,8 @@ Two more modes read every config of run or multirun dirs (bench/compare_runs.py)
 ``--cheapest-equivalent --margin D --metric M ... DIR...``: the cheapest config (``--cost``, a
 configs.parquet column) whose metrics are all TOST-equivalent to the best config's within D;
 ``--decide RUN_DIR``: the pre-registered ``decisions`` of the run's config (or ``--rules``),
-bench.metrics.decisions.
+bench.metrics.decisions. ``--gate RULES BASELINE CURRENT``: regression gates
+(bench.gates.regression), exit 3 on a regression, ``--junit PATH`` for CI.
 """
 
 from __future__ import annotations
@@ -240,6 +241,11 @@ def _parser() -> OneLineParser:
                         "instead of the run's")
     p.add_argument("--power", type=float, default=0.8,
                    help="with --decide: power of the n needed by an inconclusive decision")
+    p.add_argument("--gate", type=Path, default=None, metavar="RULES",
+                   help="regression gates: BASELINE CURRENT judged by the YAML rules file's "
+                        "'regression:' block (bench.gates.regression); exit 3 on a regression")
+    p.add_argument("--junit", type=Path, default=None,
+                   help="with --gate: write the gates' results as JUnit XML here")
     return p
 
 
@@ -249,6 +255,11 @@ def _main(argv: Sequence[str] | None) -> int:
         raise UsageError("--resamples must be >= 1")
     if not 0 < args.alpha < 0.5:
         raise UsageError(f"--alpha must be in (0, 0.5), got {args.alpha}")
+    if args.gate is not None:
+        from bench.gates.regression import gate_main
+
+        return gate_main(args.runs, args.gate, resamples=args.resamples, seed=args.seed,
+                         junit=args.junit, fmt=args.format)
     if args.cheapest_equivalent and args.decide:
         raise UsageError("--cheapest-equivalent and --decide are separate modes: choose one")
     if args.cheapest_equivalent or args.decide:

@@ -30,6 +30,7 @@ CLIS = {
     "bench.calibrate": docs.GENERATION,
     "bench.data.foldoc": docs.BENCHMARK_CARD,
     "bench.power": docs.DECISIONS,
+    "bench.data.splits": docs.DATA,
 }
 
 

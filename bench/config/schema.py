@@ -142,6 +142,64 @@ class DecisionConfig:
 
 
 @dataclass
+class SubsetConfig:
+    """Which queries a run evaluates, for any dataset (``bench.data.subset``).
+
+    ``split``: null (the ``release`` split when the queries carry splits, else all), ``all``,
+    or a split name; ``splits``: a JSONL ``{query_id, split}`` file giving the splits;
+    ``max_queries``: a seeded category-stratified sample (null: every query of the split);
+    ``allocation``: ``proportional`` or ``equal`` shares per category."""
+
+    split: str | None = None
+    splits: str | None = None
+    max_queries: int | None = None
+    seed: int = 0
+    allocation: str = "proportional"
+
+
+@dataclass
+class RegressionGateConfig:
+    """A regression gate against the ``gates_against`` run (``bench.gates.regression``):
+    ``metric`` over ``scope`` (``all`` or ``category:<name>``) may get worse by at most
+    ``max_drop`` (metric units) or ``max_drop_relative`` (share of the baseline mean), judged
+    on the paired per-query delta's CI. Both are >= 0: the allowed worsening."""
+
+    metric: str = MISSING
+    scope: str = "all"
+    max_drop: float | None = None
+    max_drop_relative: float | None = None
+
+
+@dataclass
+class CriticalQueriesConfig:
+    """Queries that must not get worse at all, each on its own (no CI: one value each)."""
+
+    query_ids: list[str] = field(default_factory=list)
+    #: every query of these categories is critical too
+    categories: list[str] = field(default_factory=list)
+    #: empty: the regression gates' metrics (or metrics.names[0] without any)
+    metrics: list[str] = field(default_factory=list)
+    #: a critical query fails when it worsens by more than this (metric units)
+    tolerance: float = 0.0
+
+
+@dataclass
+class RegressionConfig:
+    """Regression gates, judged when ``gates_against`` names a baseline run."""
+
+    gates: list[RegressionGateConfig] = field(default_factory=list)
+    critical: CriticalQueriesConfig = field(default_factory=CriticalQueriesConfig)
+    #: the end of the gain's CI that is judged (gain = current - baseline, sign flipped for a
+    #: lower-is-better metric): ci_upper fails only an established regression, ci_lower
+    #: fails unless no-worse-than-the-budget is shown, mean judges the point estimate
+    bound: str = "ci_upper"
+    #: null: metrics.confidence
+    confidence: float | None = None
+    #: configs of the two runs pair by config_id (as bench.compare) or by label
+    pair_by: str = "config_id"
+
+
+@dataclass
 class TopLevelConfig:
     """The keys outside the stage groups."""
 
@@ -160,6 +218,13 @@ class TopLevelConfig:
     decisions: list[DecisionConfig] = field(default_factory=list)
     capacity: CapacityConfig = field(default_factory=CapacityConfig)
     latency: LatencyConfig = field(default_factory=LatencyConfig)
+    #: which queries are evaluated: a split, a seeded stratified subset (bench.data.subset)
+    subset: SubsetConfig = field(default_factory=SubsetConfig)
+    #: a baseline run dir (or its per_query.parquet): ``regression`` gates are judged on it
+    gates_against: str | None = None
+    regression: RegressionConfig = field(default_factory=RegressionConfig)
+    #: also write the gates' JUnit XML here (the run dir always gets gates.junit.xml)
+    gates_junit: str | None = None
 
 
 #: the top level plus one ``Any`` field per stage group (its option's schema is its class)

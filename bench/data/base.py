@@ -48,6 +48,7 @@ class Query:
     ``expected_answers``: every reference answer when the source gives several (SQuAD, NQ,
     TriviaQA: alternatives, EM/F1 take the max over them); ``expected_answer`` is then the
     first of them (the reference a judge is shown). :attr:`references` is what is scored.
+    ``split``: development / calibration / release / monitoring (``bench.data.splits``).
     """
 
     query_id: str
@@ -60,6 +61,9 @@ class Query:
     as_of: str | None = None
     expected_answer: str | None = None
     expected_answers: tuple[str, ...] = ()
+    #: the set the query belongs to (``bench.data.splits.SPLITS``; "" = none). Not in the
+    #: fingerprint: it changes which run evaluates the query, never a value.
+    split: str = ""
 
     @property
     def references(self) -> tuple[str, ...]:

@@ -4,7 +4,7 @@ Columns (required first; list columns are ``;``-separated, booleans true/false/y
 
     corpus:  doc_id, text [, title, tags, allowed_roles, tenant]
     queries: query_id, query [, category, must_abstain, required_claims, allowed_roles,
-             as_of, expected_answer]
+             as_of, expected_answer, split]     (split: bench.data.splits.SPLITS or empty)
     qrels:   query_id, doc_id [, grade]            (grade: integer >= 0, empty = 1)
 
 Errors name ``file:line`` where line is the physical line in the file (the header is line 1;
@@ -37,7 +37,8 @@ from bench.errors import InputError
 
 CORPUS_COLUMNS = (("doc_id", "text"), ("title", "tags", "allowed_roles", "tenant"))
 QUERY_COLUMNS = (("query_id", "query"), ("category", "must_abstain", "required_claims",
-                                         "allowed_roles", "as_of", "expected_answer"))
+                                         "allowed_roles", "as_of", "expected_answer",
+                                         "split"))
 QRELS_COLUMNS = (("query_id", "doc_id"), ("grade",))
 
 
@@ -160,9 +161,18 @@ def _read_queries(path: str) -> list[tuple[Where, Query]]:
             allowed_roles=cell_list(row.get("allowed_roles", "")),
             as_of=iso_date(row.get("as_of", "").strip(), "as_of", where),
             expected_answer=answer or None,
+            split=_split(row.get("split", "").strip(), where),
         )))
     require_rows(path, len(out), "queries")
     return out
+
+
+def _split(value: str, where: Where) -> str:
+    from bench.data.splits import SPLITS
+
+    if value and value not in SPLITS:
+        raise where.error(f"unknown split {value!r}; use one of {', '.join(SPLITS)}")
+    return value
 
 
 def _attach_qrels(rows: list[tuple[Where, Query]], path: str,

@@ -12,6 +12,7 @@ Golden query line::
      "relevant_document_ids": [{"id": "d1", "grade": 2}, {"id": "d7", "grade": 1}],
      "required_claims": ["..."], "must_abstain": false, "allowed_roles": [],
      "as_of": null, "expected_answer": "..."}
+     # optional "split": development | calibration | release | monitoring (bench.data.splits)
      # or several reference answers (alternatives; EM/F1 take the max over them):
      "expected_answers": ["10th and 11th centuries", "in the 10th and 11th centuries"]
 
@@ -50,7 +51,7 @@ CORPUS_REQUIRED = ("doc_id", "text")
 CORPUS_OPTIONAL = ("title", "tags", "allowed_roles", "tenant")
 QUERY_REQUIRED = ("query_id", "query")
 QUERY_OPTIONAL = ("relevant_document_ids", "required_claims", "must_abstain", "allowed_roles",
-                  "as_of", "category", "expected_answer", "expected_answers")
+                  "as_of", "category", "expected_answer", "expected_answers", "split")
 
 
 class GoldenDataset:
@@ -125,9 +126,22 @@ def read_queries(path: str | Path, doc_ids: set[str]) -> tuple[Query, ...]:
             allowed_roles=json_str_list(obj.get("allowed_roles"), "allowed_roles", where),
             as_of=iso_date(json_opt_str(obj.get("as_of"), "as_of", where), "as_of", where),
             **_answers(obj, where),
+            split=_split(obj, where),
         ))
     require_rows(path, len(queries), "queries")
     return tuple(queries)
+
+
+def _split(obj: dict[str, Any], where: Where) -> str:
+    """``split``: one of ``bench.data.splits.SPLITS`` (absent: the query is in no split)."""
+    from bench.data.splits import SPLITS
+
+    if obj.get("split") is None:
+        return ""
+    split = json_str(obj["split"], "split", where)
+    if split not in SPLITS:
+        raise where.error(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
+    return split
 
 
 def _answers(obj: dict[str, Any], where: Where) -> dict[str, Any]:
@@ -190,6 +204,8 @@ def query_to_json(q: Query) -> dict[str, Any]:
         row["expected_answers"] = list(q.expected_answers)
     elif q.expected_answer is not None:
         row["expected_answer"] = q.expected_answer
+    if q.split:
+        row["split"] = q.split
     return row
 
 

@@ -215,3 +215,8 @@ def build_judge_target(cfg: DictConfig) -> dict[str, Any] | None:
 def validate_top_level(cfg: DictConfig) -> None:
     # unknown `+` keys, huge ints, gates that can never fire, cache_dir on a file: see there
     validate_top_level_config(cfg)
+    from bench.data.subset import check_subset
+    from bench.gates.regression import from_config
+
+    check_subset(cfg.subset)
+    from_config(cfg)  # the baseline run and the regression gates (read again by run_settings)

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.data.base import Dataset
+from bench.data.splits import Contamination
+from bench.data.subset import QuerySelection
 from bench.filters.base import FilterOutcome
 from bench.filters.stage import FilteredPool
 from bench.pipeline.components import Components
@@ -80,3 +82,6 @@ class Executed:
     probe: ProbeOutcome | None = None
     #: lost-in-the-middle configs' placement figures by config id (context=gold_position)
     gold_probes: dict[str, GoldProbeSummary] = field(default_factory=dict)
+    #: the queries evaluated and the splits' contamination check (bench.data.subset, splits)
+    selection: QuerySelection | None = None
+    contamination: Contamination | None = None

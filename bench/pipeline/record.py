@@ -23,6 +23,8 @@ from bench.embedding.stage import Embeddings
 from bench.errors import BenchError
 from bench.filters.base import FilterOutcome
 from bench.filters.entitlement import count_unauthorized
+from bench.gates.junit import JUNIT_NAME, regression_cases, threshold_cases, write_junit
+from bench.gates.regression import RegressionOutcome, evaluate
 from bench.generation.stage import ContextOp
 from bench.index.stage import IndexArtifact
 from bench.judge.base import failure_mode, pair_failure_mode
@@ -378,6 +380,11 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                       run_dir / "latency.parquet", run_id)
     write_records(judgement_rows(done), schema.JUDGEMENTS, run_dir / "judgements.parquet",
                   run_id)
+    regression = regression_gates(done, run_dir, config_rows, summary_rows)
+    if regression is not None:
+        for f in regression.failure_lines():
+            log.error("gate failed: %s", f)
+        failed += regression.failure_lines()
     ex = done.executor
     cache_hits = {done.plan.node_name(r.node): r.hit for r in ex.resolutions if r.node.cached}
     chunk_report: ChunkReport = ex.value(done.plan.chunk_stats)
@@ -433,6 +440,8 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         "generation": generation_json(done),
         "lost_in_middle": [asdict(p) for p in done.gold_probes.values()] or None,
         "failed_gates": failed,
+        **data_selection_json(done),
+        "regression_gates": None if regression is None else regression.to_json(),
         "wall_s": wall_s,
         **({} if capacity is None else {"capacity": capacity.to_json()}),
     })
@@ -451,10 +460,61 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
             resources=tuple(done.telemetry.samples),
             generation=tuple(done.generation.values()),
             gold_probes=tuple(done.gold_probes.values()), capacity=capacity,
-            registered=tuple(registered)))
+            registered=tuple(registered), regression=regression,
+            data_notes=data_notes(done)))
     log.info("run %s finished in %.1fs: %s", run_id, wall_s, run_dir)
     return RunResult(run_dir, run_id, 3 if failed else 0, tuple(summary_rows), cache_hits,
                      tuple(failed))
+
+
+def regression_gates(done: Executed, run_dir: Path, config_rows: list[ConfigRow],
+                     summary_rows: list[SummaryRow]) -> RegressionOutcome | None:
+    """The regression gates against ``gates_against`` (per_query.parquet and configs.parquet
+    of this run must be written), and the JUnit XML of every gate (gates.junit.xml in the run
+    dir, and ``gates_junit``) when the run has any."""
+    s = done.settings
+    outcome = None
+    if s.regression is not None:
+        sel = done.selection
+        outcome = evaluate(s.regression, run_dir,
+                           current_selection=(None, None) if sel is None
+                           else (sel.split, sel.line()),
+                           current_fingerprint=done.dataset.fingerprint)
+        # a failure's table is a warning: it is what the user must read
+        log.log(logging.WARNING if outcome.failed else logging.INFO, "regression gates:\n%s",
+                outcome.table())
+    cases = threshold_cases(s.gates, summary_rows,
+                            {c.spec.config_id for c in done.configs if c.pool is None},
+                            config_rows)
+    if outcome is not None:
+        cases += regression_cases(outcome)
+    if cases:
+        if done.selection is not None:
+            log.info("gates judged on %s", done.selection.line())
+        split = None if done.selection is None else done.selection.split
+        props = (("run_id", done.run_id), ("split", split or "none (every query)"))
+        for path in (run_dir / JUNIT_NAME, *([Path(s.gates_junit).expanduser()]
+                                             if s.gates_junit else [])):
+            write_junit(path, cases, properties=props)
+    return outcome
+
+
+def data_selection_json(done: Executed) -> dict[str, Any]:
+    """run.json's ``queries_selected`` (split, subset) and ``contamination``."""
+    return {"queries_selected": None if done.selection is None else done.selection.to_json(),
+            "contamination": None if done.contamination is None
+            else done.contamination.to_json()}
+
+
+def data_notes(done: Executed) -> tuple[str, ...]:
+    """Report header lines: which queries were evaluated, and any contamination warning."""
+    out = []
+    if done.selection is not None and (done.selection.split is not None
+                                       or done.selection.max_queries is not None):
+        out.append(f"Queries evaluated: {done.selection.line()}.")
+    if done.contamination is not None:
+        out += [f"⚠ Contamination: {w}" for w in done.contamination.warnings()]
+    return tuple(out)
 
 
 def write_mteb_files(run_dir: Path, dataset: Dataset, rows: list[SummaryRow],

@@ -25,11 +25,14 @@ from bench.config.build import build
 from bench.config.toplevel import check_gate_categories
 from bench.context.base import JudgedContextBuilder
 from bench.data.base import Dataset
+from bench.data.splits import Contamination, contamination, with_splits
+from bench.data.subset import QuerySelection, select_queries
 from bench.embedding.stage import Embeddings
 from bench.errors import BenchError, ConfigError
 from bench.filters.base import eligible_gold
 from bench.filters.entitlement import check_tenants
 from bench.filters.hard_vs_soft import HardVsSoft
+from bench.gates.regression import check_critical
 from bench.generation.base import Generator, SamplingParams
 from bench.generation.memo import MemoCounts, MemoGenerator, sum_counts
 from bench.generation.stage import (
@@ -129,6 +132,9 @@ class Prepared:
     generation: GenerationSettings | None
     plan: Plan
     executor: Executor
+    #: the queries evaluated (split, subset) and the contamination check of the splits
+    selection: QuerySelection | None = None
+    contamination: Contamination | None = None
 
 
 def prepare(cfg: DictConfig) -> Prepared:
@@ -151,6 +157,7 @@ def prepare(cfg: DictConfig) -> Prepared:
              "data", dataset.name, len(dataset.documents), len(dataset.queries),
              data_ms / 1000, dataset.fingerprint[:12])
     data_timing = StageTiming("data", "total", len(dataset.documents), data_ms, "cpu")
+    dataset, selection, found = select_split(settings, dataset)
     check_gate_categories(settings.gates, {q.category for q in dataset.queries})
     if comps.filters is not None and comps.filters.entitlement:
         check_tenants(dataset)  # the filter would refuse them after retrieval: say it now
@@ -160,7 +167,25 @@ def prepare(cfg: DictConfig) -> Prepared:
     check_budget_stages(comps, the_plan)
     check_decision_configs(settings, the_plan)
     return Prepared(settings, run_id, device, comps, telemetry, dataset, data_timing, gen,
-                    the_plan, Executor(store, telemetry, device))
+                    the_plan, Executor(store, telemetry, device), selection, found)
+
+
+def select_split(settings: RunSettings, dataset: Dataset
+                 ) -> tuple[Dataset, QuerySelection, Contamination]:
+    """The queries this run evaluates (``subset.*``: a split, a seeded stratified sample),
+    after the contamination check over every split of the loaded dataset."""
+    sub, reg = settings.subset, settings.regression
+    dataset = with_splits(dataset, sub.splits)
+    found = contamination(dataset.queries, settings.resolved)
+    for line in found.warnings():
+        log.warning("contamination: %s", line)
+    check_critical(settings.critical_ids, () if reg is None else reg.critical_categories,
+                   [q.query_id for q in dataset.queries], [q.category for q in dataset.queries])
+    dataset, selection = select_queries(dataset, split=sub.split, max_queries=sub.max_queries,
+                                        seed=sub.seed, allocation=sub.allocation,
+                                        always=set(settings.critical_ids))
+    log.info("stage %-10s evaluates %s", "data", selection.line())
+    return dataset, selection, found
 
 
 def execute(p: Prepared) -> tuple[list[ConfigRun], ProbeOutcome, dict[str, MemoCounts]]:
@@ -250,7 +275,8 @@ def score(p: Prepared, configs: list[ConfigRun], probe: ProbeOutcome,
             *c.timings, StageTiming("metrics", "total", len(s.query_ids), ms, "cpu")))
     return Executed(p.run_id, p.settings, p.device, dataset, p.plan, p.executor,
                     tuple(configs), tuple(scores), p.data_timing, p.telemetry, p.comps,
-                    gen_summaries, probe, gold_probes)
+                    gen_summaries, probe, gold_probes, selection=p.selection,
+                    contamination=p.contamination)
 
 
 def compare_configs(done: Executed) -> list[Comparison]:

@@ -20,7 +20,9 @@ from bench.config.schema import (
     GenerationConfig,
     LatencyConfig,
     MetricsConfig,
+    SubsetConfig,
 )
+from bench.gates.regression import RegressionSettings, from_config
 from bench.metrics.decisions import DecisionRule, rules_from_config
 from bench.pipeline.latency import LatencySettings
 from bench.pipeline.scoring import SummarySettings
@@ -42,6 +44,14 @@ class RunSettings:
     #: pre-registered decisions (``decisions:``), evaluated after scoring
     decisions: tuple[DecisionRule, ...] = ()
     latency_config: LatencyConfig = field(default_factory=LatencyConfig)
+    #: the queries evaluated: split and seeded stratified subset (bench.data.subset)
+    subset: SubsetConfig = field(default_factory=SubsetConfig)
+    #: regression gates against ``gates_against`` (None: no baseline)
+    regression: RegressionSettings | None = None
+    #: an extra path for the gates' JUnit XML (the run dir always gets gates.junit.xml)
+    gates_junit: str | None = None
+    #: ``regression.critical.query_ids``: kept in any subset, judged when there is a baseline
+    critical_ids: tuple[str, ...] = ()
 
     @property
     def primary_metric(self) -> str:
@@ -77,4 +87,7 @@ def run_settings(cfg: DictConfig) -> RunSettings:
         chunker=target.rsplit(".", 1)[-1],
         decisions=rules_from_config(cast(list, OmegaConf.to_container(cfg.decisions,
                                                                       resolve=True))),
-        latency_config=typed(cfg.latency, LatencyConfig))
+        latency_config=typed(cfg.latency, LatencyConfig),
+        subset=typed(cfg.subset, SubsetConfig), regression=from_config(cfg),
+        gates_junit=cfg.gates_junit,
+        critical_ids=tuple(str(q) for q in cfg.regression.critical.query_ids))

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from bench.capacity.base import CapacityRun
 from bench.chunking.stage import ChunkReport
+from bench.gates.regression import RegressionOutcome
 from bench.metrics.decisions import DecisionRecord
 from bench.metrics.stats import CompletionAccounting
 from bench.results.records import (
@@ -80,6 +81,10 @@ class RunReport:
     capacity: CapacityRun | None = None
     #: the experiment's pre-registered decisions (``decisions:``), evaluated
     registered: tuple[DecisionRecord, ...] = ()
+    #: regression gates against ``gates_against`` (None: no baseline)
+    regression: RegressionOutcome | None = None
+    #: lines for the report header: the queries evaluated, contamination warnings
+    data_notes: tuple[str, ...] = ()
 
 
 class Reporter(Protocol):

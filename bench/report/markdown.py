@@ -85,6 +85,8 @@ class MarkdownReport:
             vram = "-" if vram_bytes is None else f"{vram_bytes / 2**20:.0f}"
             lines.append(f"| {stage} | {rss / 2**20:.0f} | {vram} |")
         lines.append("")
+        if r.regression is not None:
+            lines += r.regression.markdown()
         if r.failed_gates:
             lines += ["## Release gates: FAILED", ""] + [f"- {g}" for g in r.failed_gates]
         lines.append("")
@@ -389,9 +391,10 @@ class MarkdownReport:
 
 
 def _header_notes(r: RunReport) -> list[str]:
-    """Warnings that change how every number below reads: truncated passages, dropped
-    queries (each a line, only when there is something to say)."""
-    out = []
+    """Warnings that change how every number below reads: the queries evaluated (a split, a
+    subset), contamination, truncated passages, dropped queries (each a line, only when there
+    is something to say)."""
+    out = [line for note in r.data_notes for line in (note, "")]
     if r.n_truncated_chunks:
         out += [f"⚠ {r.n_truncated_chunks} of {r.n_chunks} passages are longer than the "
                 "embedder's maximum length and were embedded truncated: the text past it is "

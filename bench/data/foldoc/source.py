@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.data.base import CATEGORIES, Dataset, Query
+from bench.data.base import CATEGORIES, Dataset
 from bench.data.categories import with_categories
 from bench.data.foldoc.benchmark import BUILDER_VERSION, BuildOptions, Built
 from bench.data.foldoc.benchmark_v2 import (
@@ -194,14 +194,11 @@ def subsample(ds: Dataset, *, max_docs: int | None, max_queries: int | None,
     """Seeded subsample keeping the category mix and every gold doc of the kept queries."""
     queries = ds.queries
     if max_queries is not None and max_queries < len(queries):
-        by_cat: dict[str, list[Query]] = {}
-        for q in sorted(queries, key=lambda q: stable_hash(seed, "q", q.query_id)):
-            by_cat.setdefault(q.category, []).append(q)
-        keep: set[str] = set()
-        while len(keep) < max_queries:  # round-robin over categories keeps their shares even
-            for cat in sorted(by_cat):
-                if by_cat[cat] and len(keep) < max_queries:
-                    keep.add(by_cat[cat].pop(0).query_id)
+        # round robin over categories keeps their shares even; imported here because
+        # bench.data.subset imports this package (for stable_hash)
+        from bench.data.subset import stratified_ids
+
+        keep = stratified_ids(queries, max_queries, seed, allocation="equal")
         queries = tuple(q for q in queries if q.query_id in keep)
     documents = ds.documents
     if max_docs is not None and max_docs < len(documents):
