@@ -22,7 +22,7 @@ from bench.data.base import Dataset
 from bench.embedding.stage import Embeddings
 from bench.errors import BenchError
 from bench.filters.base import FilterOutcome
-from bench.filters.entitlement import count_unauthorized
+from bench.filters.entitlement import count_unauthorized, unauthorized_per_query
 from bench.generation.stage import ContextOp
 from bench.index.stage import IndexArtifact
 from bench.metrics.decisions import DecisionRecord
@@ -41,6 +41,7 @@ from bench.results.records import (
     Comparison,
     ConfigRow,
     FilterDecisionRecord,
+    FilterQueryRow,
     PerQueryRow,
     SummaryRow,
 )
@@ -235,11 +236,11 @@ def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None,
     index = c.node("index")
     info = index.value.info if index is not None and isinstance(index.value, IndexArtifact) \
         else None
-    rates: tuple[float | None, float | None] = (None, None)
+    rates: tuple[float | None, ...] = (None, None, None, None)
     if outcome is not None:
-        try:
-            r = outcome.exclusion_rates()
-            rates = (r.query_rate, r.doc_rate)
+        try:  # the seed's rates (eligible corpus), then the pool-relative ones
+            r, p = outcome.exclusion_rates(), outcome.pool_exclusion_rates()
+            rates = (r.query_rate, r.doc_rate, p.query_rate, p.doc_rate)
         except BenchError:  # no eligible gold: the rate is undefined, never 0
             pass
     return ConfigRow(
@@ -254,7 +255,24 @@ def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None,
         else info.index_bytes,
         unauthorized_hits=0 if c.pool is None else count_unauthorized(c.pool.hits, dataset),
         filter_removed=None if outcome is None else outcome.removed,
-        false_exclusion_rate=rates[0], doc_false_exclusion_rate=rates[1])
+        false_exclusion_rate=rates[0], doc_false_exclusion_rate=rates[1],
+        pool_false_exclusion_rate=rates[2], pool_doc_false_exclusion_rate=rates[3])
+
+
+def filter_query_rows(c: ConfigRun, dataset: Dataset) -> list[FilterQueryRow]:
+    """filters.parquet rows of one config: per query, the predicate applied and what it
+    excluded (none when the config has no filter or was pruned)."""
+    o = c.filter_outcome
+    if o is None or c.pool is None:
+        return []
+    bad = unauthorized_per_query(c.pool.hits, dataset)
+    return [FilterQueryRow(c.spec.config_id, q.query_id, o.predicates[i],
+                           int(o.gold_per_query[i]), int(o.excluded_per_query[i]),
+                           int(o.pool_excluded_per_query[i]),
+                           None if o.gold_per_query[i] == 0
+                           else bool(o.excluded_per_query[i] == o.gold_per_query[i]),
+                           int(bad[i]))
+            for i, q in enumerate(dataset.queries)]
 
 
 def per_query_rows(s: ConfigScores) -> list[PerQueryRow]:
@@ -286,8 +304,10 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     config_rows: list[ConfigRow] = []
     reports: list[ConfigReport] = []
     primary = settings.primary_metric
+    filter_rows: list[FilterQueryRow] = []
     for c, s in zip(done.configs, done.scores, strict=True):
         per_query += per_query_rows(s)
+        filter_rows += filter_query_rows(c, dataset)
         timing_rows += [(c.spec.config_id, t) for t in c.timings]
         row = decision_columns(c, with_generation_latency(
             config_row(c, dataset, c.filter_outcome, done.plan.query_time_stages()),
@@ -311,6 +331,8 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     write_records([{**asdict(r), **asdict(summary_acc[(r.config_id, r.metric)])}
                    for r in summary_rows], schema.SUMMARY, run_dir / "summary.parquet", run_id)
     write_records(config_rows, schema.CONFIGS, run_dir / "configs.parquet", run_id)
+    # written with no filter too (empty), like comparisons.parquet: readers find every table
+    write_records(filter_rows, schema.FILTER_QUERIES, run_dir / "filters.parquet", run_id)
     write_records(comparisons, schema.COMPARISONS, run_dir / "comparisons.parquet", run_id)
     ex = done.executor
     cache_hits = {done.plan.node_name(r.node): r.hit for r in ex.resolutions if r.node.cached}

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+#: 4: configs.parquet ``false_exclusion_rate`` / ``doc_false_exclusion_rate`` are the seed's
+#: (over the eligible corpus, before retrieval; version 3 counted gold removed from the pool),
+#: the pool figures moved to ``pool_false_exclusion_rate`` / ``pool_doc_false_exclusion_rate``
+#: (files of version 3 lack them); filters.parquet is new.
 #: 3: comparisons.parquet gained ``mde`` (nullable; files of version 2 lack it and read as
 #: None). 2: per_query.parquet gained ``status``.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: per_query.parquet: one row per (config_id, query_id, metric).
 PER_QUERY = pa.schema(
@@ -113,6 +117,8 @@ CONFIGS = pa.schema(
         # retrieved documents the caller may not see (must be 0 when entitlement is enforced)
         pa.field("unauthorized_hits", pa.int64(), nullable=False),
         pa.field("filter_removed", pa.int64(), nullable=True),
+        # the seed's false exclusions (schema >= 4): eligible gold the relevance filter's
+        # predicate rules out of the corpus, before retrieval; queries (all gold gone) / docs
         pa.field("false_exclusion_rate", pa.float64(), nullable=True),
         pa.field("doc_false_exclusion_rate", pa.float64(), nullable=True),
         # generated configs (null otherwise): time to first token and time per output token
@@ -133,6 +139,31 @@ CONFIGS = pa.schema(
         # peak VRAM of the chain: torch_peak_allocated (needed) or nvml_used (card-wide)
         pa.field("peak_vram_bytes", pa.int64(), nullable=True),
         pa.field("peak_vram_measure", pa.string(), nullable=True),
+        # pool-relative false exclusions (schema >= 4): eligible gold that reached the pool
+        # and was removed, over the same denominators (the doc rate is at most the corpus one)
+        pa.field("pool_false_exclusion_rate", pa.float64(), nullable=True),
+        pa.field("pool_doc_false_exclusion_rate", pa.float64(), nullable=True),
+    ]
+)
+
+#: filters.parquet (schema >= 4): one row per (config_id, query_id) of a config with a filter.
+FILTER_QUERIES = pa.schema(
+    [
+        pa.field("schema_version", pa.int32(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("config_id", pa.string(), nullable=False),
+        pa.field("query_id", pa.string(), nullable=False),
+        # the tags the relevance filter applied, sorted; empty: the query passed unfiltered
+        pa.field("predicate", pa.list_(pa.string()), nullable=False),
+        # eligible gold docs in the corpus (tenant and roles applied), of those the ones the
+        # predicate rules out (before retrieval), and the ones removed from the pool
+        pa.field("n_eligible_gold", pa.int64(), nullable=False),
+        pa.field("n_excluded", pa.int64(), nullable=False),
+        pa.field("n_pool_excluded", pa.int64(), nullable=False),
+        # every eligible gold doc ruled out (a false-exclusion query); null: no eligible gold
+        pa.field("excluded", pa.bool_(), nullable=True),
+        # output docs this query's caller may not see (another tenant's, outside its roles)
+        pa.field("n_unauthorized", pa.int64(), nullable=False),
     ]
 )
 
@@ -167,4 +198,5 @@ TABLES = {
     "summary": SUMMARY,
     "configs": CONFIGS,
     "comparisons": COMPARISONS,
+    "filters": FILTER_QUERIES,
 }
