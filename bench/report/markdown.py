@@ -371,10 +371,10 @@ def _header_notes(r: RunReport) -> list[str]:
     queries (each a line, only when there is something to say)."""
     out = []
     if r.n_truncated_chunks:
-        out += [f"⚠ {r.n_truncated_chunks} of {r.n_chunks} passages are longer than the "
-                "embedder's maximum length and were embedded truncated: the text past it is "
-                "not seen by the dense lanes (a shorter chunker, or a longer max length, "
-                "avoids it).", ""]
+        said = r.truncation or (f"{r.n_truncated_chunks} of {r.n_chunks} passages are longer "
+                                "than the embedder's maximum length and were embedded truncated")
+        out += [f"⚠ {said}. The text past it is not seen by the dense lanes (a shorter "
+                "chunker, or a longer max length, avoids it).", ""]
     if r.n_dropped_queries:
         out += [f"{r.n_dropped_queries} queries of the source were left out: "
                 f"{r.dropped_reason or 'no positive judgement'}.", ""]
