@@ -78,6 +78,7 @@ class FilterOutcome:
     gold_per_query: np.ndarray  # int32 [n_queries]: eligible gold docs in the corpus
     excluded_per_query: np.ndarray  # int32 [n_queries]: of those, ruled out by the predicate
     predicates: tuple[tuple[str, ...], ...]  # per query, the tags applied (sorted)
+    unauthorized_per_query: np.ndarray  # int64 [n_queries]: sums to ``unauthorized_hits``
 
     @property
     def eligible_gold_queries(self) -> int:

@@ -118,10 +118,11 @@ def no_exclusion_outcome(hits: Hits, dataset: Dataset, removed: int,
     """Outcome of an entitlement-only pass: no relevance filter, so no false exclusion."""
     gold = eligible_gold_idx(dataset, relevance_level)
     none = np.zeros(hits.n_queries, dtype=np.int32)
+    bad = unauthorized_per_query(hits, dataset)
     return FilterOutcome(
         hits=hits,
         removed=removed,
-        unauthorized_hits=count_unauthorized(hits, dataset),
+        unauthorized_hits=int(bad.sum()),
         pool_excluded_gold_queries=0,
         removed_unauthorized=removed,
         removed_by_predicate=0,
@@ -132,6 +133,7 @@ def no_exclusion_outcome(hits: Hits, dataset: Dataset, removed: int,
         gold_per_query=np.asarray([g.size for g in gold], dtype=np.int32),
         excluded_per_query=none,
         predicates=((),) * hits.n_queries,
+        unauthorized_per_query=bad,
     )
 
 

@@ -49,7 +49,7 @@ from bench.filters.base import (
     query_of_candidate,
 )
 from bench.filters.decision import Decision, hard_vs_soft
-from bench.filters.entitlement import check_tenants, count_unauthorized, entitle
+from bench.filters.entitlement import check_tenants, entitle, unauthorized_per_query
 from bench.metrics.setlevel import (
     ExclusionRates,
     PrecisionRecall,
@@ -401,10 +401,11 @@ class MetadataFilter:
         gold_in = np.bincount(qidx[is_gold], minlength=n_q)
         gold_out = np.bincount(qidx[is_gold & ~keep], minlength=n_q)
         removed_pred = int(keep.size - keep.sum())
+        bad = unauthorized_per_query(out, dataset)
         return FilterOutcome(
             hits=out,
             removed=removed_unauth + removed_pred,
-            unauthorized_hits=count_unauthorized(out, dataset),
+            unauthorized_hits=int(bad.sum()),
             pool_excluded_gold_queries=int(((gold_in > 0) & (gold_out == gold_in)).sum()),
             removed_unauthorized=removed_unauth,
             removed_by_predicate=removed_pred,
@@ -415,6 +416,7 @@ class MetadataFilter:
             gold_per_query=np.asarray([g.size for g in gold], dtype=np.int32),
             excluded_per_query=excluded,
             predicates=tuple(tuple(sorted(p)) for p in pred_list),
+            unauthorized_per_query=bad,
         )
 
     def decide(

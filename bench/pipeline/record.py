@@ -22,7 +22,7 @@ from bench.data.base import Dataset
 from bench.embedding.stage import Embeddings
 from bench.errors import BenchError
 from bench.filters.base import FilterOutcome
-from bench.filters.entitlement import count_unauthorized, unauthorized_per_query
+from bench.filters.entitlement import count_unauthorized
 from bench.generation.stage import ContextOp
 from bench.index.stage import IndexArtifact
 from bench.metrics.decisions import DecisionRecord
@@ -260,12 +260,13 @@ def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None,
 
 
 def filter_query_rows(c: ConfigRun, dataset: Dataset) -> list[FilterQueryRow]:
-    """filters.parquet rows of one config: per query, the predicate applied and what it
-    excluded (none when the config has no filter or was pruned)."""
+    """filters.parquet rows of one config: per query, the predicate applied, what it
+    excluded and the unauthorized docs in the filter's output (none when the config has no
+    filter or was pruned; a reranked config repeats its filtered pool's rows)."""
     o = c.filter_outcome
     if o is None or c.pool is None:
         return []
-    bad = unauthorized_per_query(c.pool.hits, dataset)
+    bad = o.unauthorized_per_query
     return [FilterQueryRow(c.spec.config_id, q.query_id, o.predicates[i],
                            int(o.gold_per_query[i]), int(o.excluded_per_query[i]),
                            int(o.pool_excluded_per_query[i]),

@@ -147,7 +147,7 @@ class FilterQueryRow:
     n_excluded: int  # of those, ruled out by the predicate (the seed's, before retrieval)
     n_pool_excluded: int  # eligible gold that reached the pool and was removed
     excluded: bool | None  # every eligible gold doc ruled out; None: no eligible gold
-    n_unauthorized: int  # docs in the output this query's caller may not see
+    n_unauthorized: int  # docs in the filter's output this query's caller may not see
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,8 @@ FILTER_QUERIES = pa.schema(
         pa.field("n_pool_excluded", pa.int64(), nullable=False),
         # every eligible gold doc ruled out (a false-exclusion query); null: no eligible gold
         pa.field("excluded", pa.bool_(), nullable=True),
-        # output docs this query's caller may not see (another tenant's, outside its roles)
+        # docs in the filter's output this query's caller may not see (another tenant's,
+        # outside its roles)
         pa.field("n_unauthorized", pa.int64(), nullable=False),
     ]
 )

@@ -167,6 +167,7 @@ def test_entitlement_off_lets_leaks_show() -> None:
     out = Fixed(mode="soft", entitlement=False).apply(POOL, DS, id_key=KEY)
     assert out.removed_unauthorized == 0
     assert out.unauthorized_hits == 1  # e in the guest's output
+    assert out.unauthorized_per_query.tolist() == [0, 0, 1, 0, 0]  # q2 is the guest
 
 
 def test_empty_denominator_is_an_error() -> None:
