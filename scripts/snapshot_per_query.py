@@ -92,6 +92,10 @@ def diff(before_path: Path, after_path: Path) -> int:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in ("snap", "diff") or (
+            sys.argv[1] == "diff" and len(sys.argv) != 4):
+        print(__doc__.strip())
+        sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
     if sys.argv[1] == "snap":
         snap(Path(sys.argv[2]), sys.argv[3:])
     else:

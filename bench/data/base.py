@@ -44,7 +44,9 @@ class Query:
 
     ``qrels`` holds (doc_id, grade) pairs, grade >= 1 meaning relevant at the default
     relevance level. ``must_abstain`` queries have no relevant document in the corpus.
-    ``allowed_roles`` are the CALLER's roles (empty: the caller is not role-restricted).
+    ``allowed_roles`` are the CALLER's roles (empty: the caller is not role-restricted);
+    ``tenant`` the caller's tenant (a document of another tenant is not eligible for it;
+    required on every query when a document has a tenant, ``bench.filters.entitlement``).
     ``expected_answers``: every reference answer when the source gives several (SQuAD, NQ,
     TriviaQA: alternatives, EM/F1 take the max over them); ``expected_answer`` is then the
     first of them (the reference a judge is shown). :attr:`references` is what is scored.
@@ -64,6 +66,7 @@ class Query:
     #: the set the query belongs to (``bench.data.splits.SPLITS``; "" = none). Not in the
     #: fingerprint: it changes which run evaluates the query, never a value.
     split: str = ""
+    tenant: str = ""
 
     @property
     def references(self) -> tuple[str, ...]:
@@ -116,6 +119,8 @@ def fingerprint(documents: tuple[Document, ...], queries: tuple[Query, ...]) -> 
                                   q.must_abstain, q.allowed_roles, q.as_of, q.expected_answer]
         if q.expected_answers:  # only then: fingerprints of existing datasets stay as they were
             fields_q.append(list(q.expected_answers))
+        if q.tenant:  # only then: fingerprints of existing datasets stay as they were
+            fields_q.append(["tenant", q.tenant])
         h.update(json.dumps(fields_q, ensure_ascii=False).encode())
         h.update(b"\x00")
     return h.hexdigest()

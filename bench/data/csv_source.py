@@ -4,7 +4,8 @@ Columns (required first; list columns are ``;``-separated, booleans true/false/y
 
     corpus:  doc_id, text [, title, tags, allowed_roles, tenant]
     queries: query_id, query [, category, must_abstain, required_claims, allowed_roles,
-             as_of, expected_answer, split]     (split: bench.data.splits.SPLITS or empty)
+             as_of, expected_answer, split, tenant]
+             (split: bench.data.splits.SPLITS or empty)
     qrels:   query_id, doc_id [, grade]            (grade: integer >= 0, empty = 1)
 
 Errors name ``file:line`` where line is the physical line in the file (the header is line 1;
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from bench.data.base import Dataset, Document, Query
 from bench.data.categories import with_categories
+from bench.data.golden import query_tenant_missing
 from bench.data.jsonl import (
     Where,
     cell_bool,
@@ -38,7 +40,7 @@ from bench.errors import InputError
 CORPUS_COLUMNS = (("doc_id", "text"), ("title", "tags", "allowed_roles", "tenant"))
 QUERY_COLUMNS = (("query_id", "query"), ("category", "must_abstain", "required_claims",
                                          "allowed_roles", "as_of", "expected_answer",
-                                         "split"))
+                                         "split", "tenant"))
 QRELS_COLUMNS = (("query_id", "doc_id"), ("grade",))
 
 
@@ -58,7 +60,7 @@ class CsvDataset:
     def load(self) -> Dataset:
         documents = _read_corpus(self.corpus)
         doc_ids = {d.doc_id for d in documents}
-        rows = _read_queries(self.queries)
+        rows = _read_queries(self.queries, tenanted=any(d.tenant for d in documents))
         if self.qrels is not None:
             rows = _attach_qrels(rows, self.qrels, doc_ids)
         return with_categories(Dataset(name=f"csv:{Path(self.queries).stem}",
@@ -144,7 +146,8 @@ def _read_corpus(path: str) -> tuple[Document, ...]:
     return tuple(docs)
 
 
-def _read_queries(path: str) -> list[tuple[Where, Query]]:
+def _read_queries(path: str, *, tenanted: bool = False) -> list[tuple[Where, Query]]:
+    """``tenanted``: the corpus has documents with a tenant, so every query needs one."""
     out: list[tuple[Where, Query]] = []
     first: dict[str, int] = {}
     for where, row in iter_csv(path, QUERY_COLUMNS):
@@ -153,6 +156,9 @@ def _read_queries(path: str) -> list[tuple[Where, Query]]:
             raise where.error(f"duplicate query_id {qid!r} (first seen on line {first[qid]})")
         first[qid] = where.line
         answer = row.get("expected_answer", "").strip()
+        tenant = row.get("tenant", "").strip()
+        if tenanted and not tenant:
+            raise where.error(query_tenant_missing(qid))
         out.append((where, Query(
             query_id=qid, text=_required(row, "query", where),
             category=row.get("category", "").strip() or "default",
@@ -162,6 +168,7 @@ def _read_queries(path: str) -> list[tuple[Where, Query]]:
             as_of=iso_date(row.get("as_of", "").strip(), "as_of", where),
             expected_answer=answer or None,
             split=_split(row.get("split", "").strip(), where),
+            tenant=tenant,
         )))
     require_rows(path, len(out), "queries")
     return out

@@ -11,14 +11,16 @@ Golden query line::
      "relevant_document_ids": ["d1"]                       # grade 1 each, or graded:
      "relevant_document_ids": [{"id": "d1", "grade": 2}, {"id": "d7", "grade": 1}],
      "required_claims": ["..."], "must_abstain": false, "allowed_roles": [],
-     "as_of": null, "expected_answer": "..."}
+     "as_of": null, "expected_answer": "...", "tenant": ""}
      # optional "split": development | calibration | release | monitoring (bench.data.splits)
      # or several reference answers (alternatives; EM/F1 take the max over them):
      "expected_answers": ["10th and 11th centuries", "in the 10th and 11th centuries"]
 
 ``query_id`` and ``query`` are required. ``relevant_document_ids`` must name at least one corpus
-document unless ``must_abstain`` is true, in which case it must be empty or absent. Unknown
-fields, duplicate ids, unknown doc ids and wrong types are ``InputError(file, line, ...)``.
+document unless ``must_abstain`` is true, in which case it must be empty or absent. When a
+corpus document has a ``tenant``, every query needs one (the caller's tenant: it sees its
+tenant's documents and the untenanted ones). Unknown fields, duplicate ids, unknown doc ids
+and wrong types are ``InputError(file, line, ...)``.
 A row gives ``expected_answer`` or ``expected_answers``, not both; ``expected_answers: []`` on
 a must-abstain row is SQuAD 2.0's no-answer gold (see ``bench.metrics.answer``).
 ``write_golden`` writes the same format, so read(write(x)) == x.
@@ -51,7 +53,8 @@ CORPUS_REQUIRED = ("doc_id", "text")
 CORPUS_OPTIONAL = ("title", "tags", "allowed_roles", "tenant")
 QUERY_REQUIRED = ("query_id", "query")
 QUERY_OPTIONAL = ("relevant_document_ids", "required_claims", "must_abstain", "allowed_roles",
-                  "as_of", "category", "expected_answer", "expected_answers", "split")
+                  "as_of", "category", "expected_answer", "expected_answers", "split",
+                  "tenant")
 
 
 class GoldenDataset:
@@ -69,7 +72,8 @@ class GoldenDataset:
 
     def load(self) -> Dataset:
         documents = read_corpus(self.corpus)
-        queries = read_queries(self.queries, {d.doc_id for d in documents})
+        queries = read_queries(self.queries, {d.doc_id for d in documents},
+                               tenanted=any(d.tenant for d in documents))
         return with_categories(Dataset(name=f"golden:{Path(self.queries).stem}",
                                        documents=documents, queries=queries), self.categories)
 
@@ -97,8 +101,16 @@ def read_corpus(path: str | Path) -> tuple[Document, ...]:
     return tuple(docs)
 
 
-def read_queries(path: str | Path, doc_ids: set[str]) -> tuple[Query, ...]:
-    """Parse a golden-queries JSONL file, checking every relevant id against ``doc_ids``."""
+def query_tenant_missing(query_id: str) -> str:
+    """The message of a query without a tenant over a corpus with tenants (both loaders)."""
+    return (f"query {query_id!r} has no tenant, but corpus documents have tenants: give every "
+            "query its caller's tenant")
+
+
+def read_queries(path: str | Path, doc_ids: set[str], *,
+                 tenanted: bool = False) -> tuple[Query, ...]:
+    """Parse a golden-queries JSONL file, checking every relevant id against ``doc_ids``;
+    ``tenanted``: the corpus has documents with a tenant, so every query needs one."""
     queries: list[Query] = []
     first_line: dict[str, int] = {}
     for where, obj in iter_jsonl(path):
@@ -127,6 +139,7 @@ def read_queries(path: str | Path, doc_ids: set[str]) -> tuple[Query, ...]:
             as_of=iso_date(json_opt_str(obj.get("as_of"), "as_of", where), "as_of", where),
             **_answers(obj, where),
             split=_split(obj, where),
+            tenant=_tenant(obj, where, tenanted),
         ))
     require_rows(path, len(queries), "queries")
     return tuple(queries)
@@ -142,6 +155,13 @@ def _split(obj: dict[str, Any], where: Where) -> str:
     if split not in SPLITS:
         raise where.error(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
     return split
+
+
+def _tenant(obj: dict[str, Any], where: Where, tenanted: bool) -> str:
+    tenant = json_str(obj.get("tenant", ""), "tenant", where, allow_empty=True)
+    if tenanted and not tenant:
+        raise where.error(query_tenant_missing(obj["query_id"]))
+    return tenant
 
 
 def _answers(obj: dict[str, Any], where: Where) -> dict[str, Any]:
@@ -206,6 +226,8 @@ def query_to_json(q: Query) -> dict[str, Any]:
         row["expected_answer"] = q.expected_answer
     if q.split:
         row["split"] = q.split
+    if q.tenant:
+        row["tenant"] = q.tenant
     return row
 
 

@@ -22,9 +22,27 @@ class EmbeddingStats:
     """Throughput of one encode pass (measured by the run that computed it)."""
 
     n_texts: int
-    n_tokens: int
+    n_tokens: int  # tokens the model saw (each text's count capped at ``max_tokens``)
     wall_s: float
-    n_truncated: int
+    n_truncated: int  # texts longer than ``max_tokens``
+    #: tokens past the limit, not embedded, and the limit (content tokens the model sees: its
+    #: max length minus special tokens); None in a cache entry written before they were kept
+    n_truncated_tokens: int | None = None
+    max_tokens: int | None = None
+
+    def truncation(self) -> str:
+        """One computed sentence: what the embedder's maximum length cut off (run.json)."""
+        limit = "" if self.max_tokens is None else f" ({self.max_tokens} tokens of text)"
+        if not self.n_truncated:
+            return f"no passage is longer than the embedder's maximum length{limit}"
+        out = (f"{self.n_truncated} of {self.n_texts} passages "
+               f"({self.n_truncated / self.n_texts:.1%}) are longer than the embedder's maximum "
+               f"length{limit} and were embedded truncated")
+        if self.n_truncated_tokens is None:
+            return out + " (tokens cut not recorded: the embeddings came from an older cache)"
+        total = self.n_tokens + self.n_truncated_tokens
+        return (out + f"; {self.n_truncated_tokens} of {total} passage tokens "
+                f"({self.n_truncated_tokens / total:.1%}) are not embedded")
 
     @property
     def texts_per_s(self) -> float:

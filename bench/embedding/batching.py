@@ -102,4 +102,6 @@ def encode_by_length(
         n_tokens=int(np.minimum(counts, limit).sum()),
         wall_s=wall,
         n_truncated=int((np.asarray(counts) > limit).sum()),
+        n_truncated_tokens=int(np.maximum(np.asarray(counts) - limit, 0).sum()),
+        max_tokens=int(limit),
     )

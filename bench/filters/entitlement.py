@@ -1,4 +1,5 @@
-"""Entitlement: drop every candidate the query's caller may not see (always a hard filter).
+"""Entitlement: drop every candidate the query's caller may not see (always a hard filter):
+another tenant's documents and documents outside the caller's roles.
 
 Two implementations of the same rule on purpose (docs/metrics.md: entitlement "is checked
 independently"): ``entitle`` filters with a vectorised role matrix, ``count_unauthorized``
@@ -25,32 +26,35 @@ from bench.retrieval.base import Hits
 
 
 def check_tenants(dataset: Dataset) -> None:
-    """Raise ``EntitlementError`` when a document has a tenant: queries carry no caller tenant,
-    so the entitlement rule (roles only) cannot isolate tenants, and passing such documents
-    through unchecked would be a silent leak.
+    """Raise ``EntitlementError`` when documents have a tenant and a query has none.
 
-    The run calls this right after loading the dataset when a filter is configured, so the
-    refusal comes before chunking, embedding and retrieval; ``visibility_masks`` calls it too.
+    Tenant isolation is an eligibility rule (``visible``): a caller sees its own tenant's
+    documents and the shared ones (no tenant). A query without a tenant would make "which
+    documents may it see" undefined: read as "every tenant" it would hide a leak, read as
+    "none" it would silently drop its gold. So it is refused. The run calls this right after
+    loading the dataset (before chunking, embedding and retrieval); the golden and CSV
+    loaders check it too, naming the file and line.
     """
-    with_tenant = [d for d in dataset.documents if d.tenant]
-    if not with_tenant:
+    if not any(d.tenant for d in dataset.documents):
         return
-    tenants = sorted({d.tenant for d in with_tenant})
-    more = f" (and {len(with_tenant) - 1} more)" if len(with_tenant) > 1 else ""
+    missing = [q for q in dataset.queries if not q.tenant]
+    if not missing:
+        return
+    tenants = sorted({d.tenant for d in dataset.documents if d.tenant})
+    more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
     shown = ", ".join(repr(t) for t in tenants[:3]) + (", ..." if len(tenants) > 3 else "")
     raise EntitlementError(
-        f"dataset {dataset.name!r}: document {with_tenant[0].doc_id!r}{more} has a tenant "
-        f"({shown}), but queries carry no caller tenant, so the entitlement filter cannot check "
-        "tenant isolation; drop the documents' tenant field, model tenants as allowed_roles, "
-        "or run with filters=none")
+        f"dataset {dataset.name!r}: query {missing[0].query_id!r}{more} has no tenant, but "
+        f"documents have tenants ({shown}): give every query its caller's tenant (a document "
+        "without a tenant is shared by all tenants)")
 
 
 def visibility_masks(dataset: Dataset) -> tuple[np.ndarray, np.ndarray]:
-    """Corpus-wide visibility per distinct caller.
+    """Corpus-wide visibility per distinct caller (roles, tenant).
 
     Returns ``(masks, caller)``: ``masks`` bool [n_callers, n_docs] (row c: docs caller c may
-    see), ``caller`` int64 [n_queries] (query i's row). Raises ``EntitlementError`` when a
-    document has a tenant: queries carry no caller tenant, so isolation could not be checked.
+    see), ``caller`` int64 [n_queries] (query i's row). Raises ``EntitlementError`` when
+    documents have tenants and a query has none (``check_tenants``).
     """
     check_tenants(dataset)
     roles = sorted({r for d in dataset.documents for r in d.allowed_roles})
@@ -59,19 +63,22 @@ def visibility_masks(dataset: Dataset) -> tuple[np.ndarray, np.ndarray]:
     for i, d in enumerate(dataset.documents):
         doc_roles[i, [col[r] for r in d.allowed_roles]] = True
     public = ~doc_roles.any(axis=1)
+    doc_tenant = np.asarray([d.tenant for d in dataset.documents], dtype=object)
+    shared = doc_tenant == ""
     # Few distinct callers (FOLDOC: 3), so one corpus mask each is cheap and reused.
-    rows: dict[frozenset[str], int] = {}
+    rows: dict[tuple[frozenset[str], str], int] = {}
     masks: list[np.ndarray] = []
     caller = np.empty(len(dataset.queries), dtype=np.int64)
     for qi, q in enumerate(dataset.queries):
-        key = frozenset(q.allowed_roles)
+        key = (frozenset(q.allowed_roles), q.tenant)
         if key not in rows:
             rows[key] = len(masks)
-            if not key:  # an unrestricted caller
-                masks.append(np.ones(len(dataset.documents), dtype=bool))
+            if not key[0]:  # a caller unrestricted by roles
+                by_role = np.ones(len(dataset.documents), dtype=bool)
             else:  # roles no document lists open nothing
-                cols = [col[r] for r in sorted(key) if r in col]
-                masks.append(np.asarray(public | doc_roles[:, cols].any(axis=1)))
+                cols = [col[r] for r in sorted(key[0]) if r in col]
+                by_role = np.asarray(public | doc_roles[:, cols].any(axis=1))
+            masks.append(by_role & (shared | (doc_tenant == q.tenant)))
         caller[qi] = rows[key]
     matrix = np.stack(masks) if masks else np.zeros((0, len(dataset.documents)), dtype=bool)
     return matrix, caller
@@ -86,17 +93,23 @@ def entitle(hits: Hits, dataset: Dataset) -> tuple[Hits, int]:
 
 
 def count_unauthorized(hits: Hits, dataset: Dataset) -> int:
-    """Independent check: candidates in ``hits`` their query's caller may not see.
+    """Independent check: candidates in ``hits`` their query's caller may not see."""
+    return int(unauthorized_per_query(hits, dataset).sum())
+
+
+def unauthorized_per_query(hits: Hits, dataset: Dataset) -> np.ndarray:
+    """int64 per query: candidates its caller may not see (another tenant's, outside its
+    roles).
 
     Deliberately a plain loop over ``visible`` (not the mask ``entitle`` filters with), so the
     two implementations check each other.
     """
     check_pool(hits, dataset)
     docs = dataset.documents
-    bad = 0
+    bad = np.zeros(len(dataset.queries), dtype=np.int64)
     for qi, q in enumerate(dataset.queries):
         for d in hits.doc_idx[hits.offsets[qi]:hits.offsets[qi + 1]].tolist():
-            bad += not visible(docs[d], q.allowed_roles)
+            bad[qi] += not visible(docs[d], q.allowed_roles, caller_tenant=q.tenant)
     return bad
 
 
@@ -104,33 +117,38 @@ def no_exclusion_outcome(hits: Hits, dataset: Dataset, removed: int,
                          relevance_level: int) -> FilterOutcome:
     """Outcome of an entitlement-only pass: no relevance filter, so no false exclusion."""
     gold = eligible_gold_idx(dataset, relevance_level)
+    none = np.zeros(hits.n_queries, dtype=np.int32)
+    bad = unauthorized_per_query(hits, dataset)
     return FilterOutcome(
         hits=hits,
         removed=removed,
-        unauthorized_hits=count_unauthorized(hits, dataset),
-        excluded_gold_queries=0,
-        eligible_gold_queries=sum(1 for g in gold if g.size),
+        unauthorized_hits=int(bad.sum()),
+        pool_excluded_gold_queries=0,
         removed_unauthorized=removed,
         removed_by_predicate=0,
-        excluded_gold_docs=0,
-        eligible_gold_docs=sum(int(g.size) for g in gold),
+        pool_excluded_gold_docs=0,
         filtered_queries=0,
         boosted=0,
-        excluded_per_query=np.zeros(hits.n_queries, dtype=np.int32),
+        pool_excluded_per_query=none,
+        gold_per_query=np.asarray([g.size for g in gold], dtype=np.int32),
+        excluded_per_query=none,
+        predicates=((),) * hits.n_queries,
+        unauthorized_per_query=bad,
     )
 
 
 class EntitlementFilter:
-    """Hard entitlement filter by role (``visible``); no options.
-
-    Tenants are not modelled (a Query has no caller tenant): data with document tenants is
-    refused with ``EntitlementError`` rather than passed unchecked.
-    """
+    """Hard entitlement filter by tenant and role (``visible``); no options."""
 
     entitlement = True
 
     def cache_params(self) -> dict[str, object]:
+        # Unchanged by tenant isolation on purpose: data with tenants was refused before it,
+        # so no artifact keyed "roles/v1" was computed on data the new rule reads differently.
         return {"entitlement": "roles/v1"}
+
+    def check(self, dataset: Dataset) -> None:
+        check_tenants(dataset)
 
     def apply(
         self,

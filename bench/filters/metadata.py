@@ -11,8 +11,13 @@ Predicate sources:
 * ``oracle_tag``: the tags of the query's eligible gold docs (an upper bound; uses qrels).
 * ``query_tag``: a deterministic keyword matcher over the corpus's tag vocabulary, learnt from
   document tags and text only (never from qrels), see ``TagMatcher``. It makes mistakes on
-  purpose of being realistic; ``predicate_quality`` scores it against the oracle labels with
-  ``bench.metrics.setlevel.predicate_scores``.
+  purpose of being realistic; ``predicate_quality`` scores it with
+  ``bench.metrics.setlevel.predicate_scores`` against a labelled set of (query, correct
+  predicate) pairs (``labels``: a JSONL file, ``read_predicate_labels``) or, without one,
+  against the oracle labels.
+
+The false-exclusion rate is the seed's: over the eligible corpus, before retrieval
+(``FilterOutcome.exclusion_rates``); the pool-relative figure is kept beside it.
 
 Whether hard beats soft is decided by ``bench.filters.decision.hard_vs_soft`` with the
 pre-registered thresholds held here (``decide``).
@@ -24,23 +29,27 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
 from bench.config.build import OptionError
 from bench.data.base import Dataset, Document
+from bench.data.jsonl import check_keys, iter_jsonl, json_id, json_str_list
+from bench.errors import InputError
 from bench.filters.base import (
     RELEVANT_GRADE,
     FilterOutcome,
     check_pool,
+    corpus_exclusions,
     eligible_gold,
     eligible_gold_idx,
     keep_where,
     query_of_candidate,
 )
 from bench.filters.decision import Decision, hard_vs_soft
-from bench.filters.entitlement import count_unauthorized, entitle
+from bench.filters.entitlement import check_tenants, entitle, unauthorized_per_query
 from bench.metrics.setlevel import (
     ExclusionRates,
     PrecisionRecall,
@@ -142,15 +151,55 @@ class TagMatcher:
         return frozenset(found)
 
 
+@dataclass(frozen=True)
+class PredicateLabels:
+    """A labelled set of (query, correct predicate) pairs read from a JSONL file.
+
+    ``tags[query_id]``: the correct predicate (a set of tags; empty: the query should pass
+    unfiltered); ``lines[query_id]``: its 1-based line, for errors found against a dataset.
+    """
+
+    path: str
+    tags: dict[str, frozenset[str]]
+    lines: dict[str, int]
+
+
+def read_predicate_labels(path: str) -> PredicateLabels:
+    """Read ``{"query_id": "q1", "predicate": ["networking"]}`` lines.
+
+    Both keys required, nothing else; ``predicate`` a list of non-empty strings (``[]`` is a
+    label too: no filter wanted). A duplicate query id, a wrong type or an empty file is an
+    ``InputError`` naming file:line.
+    """
+    tags: dict[str, frozenset[str]] = {}
+    lines: dict[str, int] = {}
+    for where, obj in iter_jsonl(path):
+        check_keys(obj, where, required=("query_id", "predicate"), optional=())
+        qid = json_id(obj["query_id"], "query_id", where)
+        if qid in lines:
+            raise where.error(f"duplicate query_id {qid!r} (first seen on line {lines[qid]})")
+        if not isinstance(obj["predicate"], list):
+            raise where.error("field 'predicate' must be a list of tags, got "
+                              f"{type(obj['predicate']).__name__}")
+        tags[qid] = frozenset(json_str_list(obj["predicate"], "predicate", where))
+        lines[qid] = where.line
+    if not lines:
+        raise InputError(path, 0, "no predicate labels (the file has no rows)")
+    return PredicateLabels(str(path), tags, lines)
+
+
 class MetadataFilter:
     """Domain-tag predicate filter (hard) or boost (soft), entitlement first.
 
     Options: ``mode`` hard|soft; ``boost`` added to matching candidates' scores in soft mode;
     ``predicate`` query_tag|oracle_tag; ``entitlement`` (default on: turning it off is only
-    for measuring leaks, ``unauthorized_hits`` is still counted). The decision thresholds
-    (``min_precision_gain``, ``max_exclusion_rate``, ``max_recall_loss``) are pre-registered
-    here so the hard-vs-soft choice is fixed before any result is seen; they do not change
-    the filtered pool and are not cache keys.
+    for measuring leaks, ``unauthorized_hits`` is still counted); ``labels``: a JSONL file of
+    (query, correct predicate) pairs that predicate precision / recall are scored against
+    (default: the tags of each query's eligible gold docs). The decision thresholds
+    (``min_precision_gain``, ``max_exclusion_rate`` = the seed's epsilon, 2 %,
+    ``max_recall_loss``) are pre-registered here so the hard-vs-soft choice is fixed before
+    any result is seen; they and ``labels`` do not change the filtered pool and are not cache
+    keys.
     """
 
     def __init__(
@@ -161,8 +210,9 @@ class MetadataFilter:
         predicate: Literal["oracle_tag", "query_tag"] = "query_tag",
         entitlement: bool = True,
         min_precision_gain: float = 0.01,
-        max_exclusion_rate: float = 0.05,
+        max_exclusion_rate: float = 0.02,
         max_recall_loss: float = 0.02,
+        labels: str | None = None,
     ) -> None:
         if mode not in ("hard", "soft"):
             raise OptionError("mode", f"must be 'hard' or 'soft', got {mode!r}")
@@ -184,6 +234,10 @@ class MetadataFilter:
         self.min_precision_gain = float(min_precision_gain)
         self.max_exclusion_rate = float(max_exclusion_rate)
         self.max_recall_loss = float(max_recall_loss)
+        if labels is not None and not Path(labels).is_file():
+            raise OptionError("labels", f"file not found: {labels}")
+        # read at build time: a malformed file stops the run before the dataset loads
+        self.labels = None if labels is None else read_predicate_labels(labels)
         self._matchers: dict[str, TagMatcher] = {}  # by dataset fingerprint
 
     def cache_params(self) -> dict[str, object]:
@@ -204,6 +258,27 @@ class MetadataFilter:
             "max_exclusion_rate": self.max_exclusion_rate,
             "max_recall_loss": self.max_recall_loss,
         }
+
+    def check(self, dataset: Dataset) -> None:
+        """Refuse, before any work, what this filter cannot handle on ``dataset``: documents
+        with tenants and a query without one (when entitlement is on), labels naming a query
+        the dataset lacks or a tag no document carries (a typo would read as a wrong
+        predicate). InputError names the labels file and line."""
+        if self.entitlement:
+            check_tenants(dataset)
+        if self.labels is None:
+            return
+        ids = {q.query_id for q in dataset.queries}
+        vocab = {t for d in dataset.documents for t in d.tags}
+        for qid, line in self.labels.lines.items():
+            if qid not in ids:
+                raise InputError(self.labels.path, line,
+                                 f"query_id {qid!r} is not a query of dataset {dataset.name!r}")
+            unknown = sorted(self.labels.tags[qid] - vocab)
+            if unknown:
+                raise InputError(self.labels.path, line,
+                                 f"predicate tag {unknown[0]!r} is carried by no document of "
+                                 f"dataset {dataset.name!r}")
 
     # ------------------------------------------------------------------ predicates
 
@@ -240,11 +315,21 @@ class MetadataFilter:
             out[q.query_id] = frozenset(tags)
         return out
 
+    @property
+    def label_source(self) -> str:
+        """What predicate precision / recall are scored against (for run.json and reports)."""
+        return "gold docs' tags" if self.labels is None else f"labels {self.labels.path}"
+
     def predicate_quality(
         self, dataset: Dataset, *, relevance_level: int = RELEVANT_GRADE
     ) -> PrecisionRecall:
-        """Micro precision / recall of this filter's predicates against the oracle labels."""
+        """Micro precision / recall of this filter's predicates against the labelled pairs
+        (``labels``: over the labelled queries only) or, without labels, against the oracle
+        labels of every query."""
         got = self.predicates(dataset, relevance_level=relevance_level)
+        if self.labels is not None:
+            ids = [q.query_id for q in dataset.queries if q.query_id in self.labels.tags]
+            return predicate_scores([got[i] for i in ids], [self.labels.tags[i] for i in ids])
         gold = self.labelled_predicates(dataset, relevance_level=relevance_level)
         ids = [q.query_id for q in dataset.queries]
         return predicate_scores([got[i] for i in ids], [gold[i] for i in ids])
@@ -255,9 +340,10 @@ class MetadataFilter:
         """False exclusions of the predicate over the whole corpus (retrieval-independent).
 
         A gold doc counts as excluded when it lacks every predicate tag, whether or not the
-        retriever found it: what a pre-filter in the index would remove. The pool-level rate
-        of one run is ``FilterOutcome.exclusion_rates``. Raises EmptyDenominatorError when no
-        query has eligible gold.
+        retriever found it: what a pre-filter in the index would remove. A hard run's
+        ``FilterOutcome.exclusion_rates`` is this (reported as ``false_exclusion_rate``); the
+        pool-relative figure is ``FilterOutcome.pool_exclusion_rates``. Raises
+        EmptyDenominatorError when no query has eligible gold.
         """
         preds = self.predicates(dataset, relevance_level=relevance_level)
         docs = dataset.documents
@@ -299,6 +385,8 @@ class MetadataFilter:
             keep = match | ~has_pred[qidx]
             out = keep_where(hits, keep)
             boosted = 0
+            # the seed's figure: what the predicate rules out of the eligible corpus
+            excluded = corpus_exclusions(dataset, gold, pred_list)
         else:
             keep = np.ones(len(hits.doc_idx), dtype=bool)
             scores = hits.scores.astype(np.float32) + np.where(
@@ -307,24 +395,28 @@ class MetadataFilter:
             perm = np.lexsort((-id_key[hits.doc_idx], -scores, qidx))
             out = hits.take(hits.offsets.copy(), perm, scores[perm])
             boosted = int(match.sum())
+            excluded = np.zeros(hits.n_queries, dtype=np.int32)  # a boost rules nothing out
 
         n_q = hits.n_queries
         gold_in = np.bincount(qidx[is_gold], minlength=n_q)
         gold_out = np.bincount(qidx[is_gold & ~keep], minlength=n_q)
         removed_pred = int(keep.size - keep.sum())
+        bad = unauthorized_per_query(out, dataset)
         return FilterOutcome(
             hits=out,
             removed=removed_unauth + removed_pred,
-            unauthorized_hits=count_unauthorized(out, dataset),
-            excluded_gold_queries=int(((gold_in > 0) & (gold_out == gold_in)).sum()),
-            eligible_gold_queries=sum(1 for g in gold if g.size),
+            unauthorized_hits=int(bad.sum()),
+            pool_excluded_gold_queries=int(((gold_in > 0) & (gold_out == gold_in)).sum()),
             removed_unauthorized=removed_unauth,
             removed_by_predicate=removed_pred,
-            excluded_gold_docs=int(gold_out.sum()),
-            eligible_gold_docs=sum(int(g.size) for g in gold),
+            pool_excluded_gold_docs=int(gold_out.sum()),
             filtered_queries=int(has_pred.sum()),
             boosted=boosted,
-            excluded_per_query=gold_out.astype(np.int32),
+            pool_excluded_per_query=gold_out.astype(np.int32),
+            gold_per_query=np.asarray([g.size for g in gold], dtype=np.int32),
+            excluded_per_query=excluded,
+            predicates=tuple(tuple(sorted(p)) for p in pred_list),
+            unauthorized_per_query=bad,
         )
 
     def decide(

@@ -263,8 +263,13 @@ _ranking("r_precision", "none", "precision at |rel|")
 
 # Set-level metrics (bench/metrics/setlevel.py), computed from counts, not per-query means.
 for _family, _higher, _desc in (
-    ("false_exclusion_rate", False, "queries whose every eligible gold doc a filter removed"),
-    ("doc_false_exclusion_rate", False, "eligible gold docs a filter removed"),
+    ("false_exclusion_rate", False,
+     "queries whose every eligible gold doc a filter's predicate rules out of the corpus"),
+    ("doc_false_exclusion_rate", False,
+     "eligible gold docs a filter's predicate rules out of the corpus"),
+    ("pool_false_exclusion_rate", False,
+     "queries whose every eligible gold doc in the pool a filter removed"),
+    ("pool_doc_false_exclusion_rate", False, "eligible gold docs a filter removed from the pool"),
     ("predicate_precision", True, "extracted predicates that are labelled correct"),
     ("predicate_recall", True, "labelled predicates that were extracted"),
     ("abstention_precision", True, "correct abstentions / all abstentions"),

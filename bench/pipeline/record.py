@@ -44,6 +44,7 @@ from bench.results.records import (
     Comparison,
     ConfigRow,
     FilterDecisionRecord,
+    FilterQueryRow,
     PerQueryRow,
     SummaryRow,
 )
@@ -268,11 +269,11 @@ def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None,
     index = c.node("index")
     info = index.value.info if index is not None and isinstance(index.value, IndexArtifact) \
         else None
-    rates: tuple[float | None, float | None] = (None, None)
+    rates: tuple[float | None, ...] = (None, None, None, None)
     if outcome is not None:
-        try:
-            r = outcome.exclusion_rates()
-            rates = (r.query_rate, r.doc_rate)
+        try:  # the seed's rates (eligible corpus), then the pool-relative ones
+            r, p = outcome.exclusion_rates(), outcome.pool_exclusion_rates()
+            rates = (r.query_rate, r.doc_rate, p.query_rate, p.doc_rate)
         except BenchError:  # no eligible gold: the rate is undefined, never 0
             pass
     return ConfigRow(
@@ -287,7 +288,25 @@ def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None,
         else info.index_bytes,
         unauthorized_hits=0 if c.pool is None else count_unauthorized(c.pool.hits, dataset),
         filter_removed=None if outcome is None else outcome.removed,
-        false_exclusion_rate=rates[0], doc_false_exclusion_rate=rates[1])
+        false_exclusion_rate=rates[0], doc_false_exclusion_rate=rates[1],
+        pool_false_exclusion_rate=rates[2], pool_doc_false_exclusion_rate=rates[3])
+
+
+def filter_query_rows(c: ConfigRun, dataset: Dataset) -> list[FilterQueryRow]:
+    """filters.parquet rows of one config: per query, the predicate applied, what it
+    excluded and the unauthorized docs in the filter's output (none when the config has no
+    filter or was pruned; a reranked config repeats its filtered pool's rows)."""
+    o = c.filter_outcome
+    if o is None or c.pool is None:
+        return []
+    bad = o.unauthorized_per_query
+    return [FilterQueryRow(c.spec.config_id, q.query_id, o.predicates[i],
+                           int(o.gold_per_query[i]), int(o.excluded_per_query[i]),
+                           int(o.pool_excluded_per_query[i]),
+                           None if o.gold_per_query[i] == 0
+                           else bool(o.excluded_per_query[i] == o.gold_per_query[i]),
+                           int(bad[i]))
+            for i, q in enumerate(dataset.queries)]
 
 
 def judgement_rows(done: Executed) -> list[dict[str, Any]]:
@@ -345,8 +364,10 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     config_rows: list[ConfigRow] = []
     reports: list[ConfigReport] = []
     primary = settings.primary_metric
+    filter_rows: list[FilterQueryRow] = []
     for c, s in zip(done.configs, done.scores, strict=True):
         per_query += per_query_rows(s)
+        filter_rows += filter_query_rows(c, dataset)
         timing_rows += [(c.spec.config_id, t) for t in c.timings]
         row = decision_columns(c, with_generation_latency(
             config_row(c, dataset, c.filter_outcome, done.plan.query_time_stages(),
@@ -371,6 +392,8 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     write_records([{**asdict(r), **asdict(summary_acc[(r.config_id, r.metric)])}
                    for r in summary_rows], schema.SUMMARY, run_dir / "summary.parquet", run_id)
     write_records(config_rows, schema.CONFIGS, run_dir / "configs.parquet", run_id)
+    # written with no filter too (empty), like comparisons.parquet: readers find every table
+    write_records(filter_rows, schema.FILTER_QUERIES, run_dir / "filters.parquet", run_id)
     write_records(comparisons, schema.COMPARISONS, run_dir / "comparisons.parquet", run_id)
     if latency is not None and latency.requests:
         write_records([{"config_id": r.config_id, "query_id": r.query_id, "round": r.round,
@@ -419,7 +442,12 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                   "events": [e.__dict__ for e in ex.store.events]},
         "embedding": {"texts_per_s": stats.texts_per_s, "tokens_per_s": stats.tokens_per_s,
                       "truncated_chunks": stats.n_truncated, "chunks_embedded": stats.n_texts,
-                      "measured_by_this_run": not embed_hit},
+                      "measured_by_this_run": not embed_hit,
+                      # what the embedder's maximum length cut off, counted (chunk_sweep's
+                      # 1024-token chunks on a 512-position model)
+                      "max_tokens": stats.max_tokens,
+                      "truncated_tokens": stats.n_truncated_tokens,
+                      "truncation": stats.truncation()},
         # the compute precision that ran (embedder.precision=auto resolves per machine)
         "precision": {"embedder": precision_json(done.comps.embedder),
                       "reranker": precision_json(done.comps.reranker)},
@@ -452,6 +480,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
             dataset_fingerprint=dataset.fingerprint, n_documents=len(dataset.documents),
             n_queries=len(dataset.queries), n_without_relevant=len(dataset.queries) - n_expected,
             n_chunks=n_chunks, n_truncated_chunks=stats.n_truncated,
+            truncation=stats.truncation(),
             n_dropped_queries=dataset.n_dropped_queries, dropped_reason=dataset.dropped_reason,
             configs=tuple(reports), comparisons=tuple(comparisons),
             decisions=tuple(decisions), cache_hits=cache_hits,

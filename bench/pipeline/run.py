@@ -159,8 +159,11 @@ def prepare(cfg: DictConfig) -> Prepared:
     data_timing = StageTiming("data", "total", len(dataset.documents), data_ms, "cpu")
     dataset, selection, found = select_split(settings, dataset)
     check_gate_categories(settings.gates, {q.category for q in dataset.queries})
-    if comps.filters is not None and comps.filters.entitlement:
-        check_tenants(dataset)  # the filter would refuse them after retrieval: say it now
+    # eligibility (scoring's gold, unauthorized_hits) reads tenants with or without a filter
+    check_tenants(dataset)
+    if comps.filters is not None:
+        comps.filters.check(dataset)  # what the filter would refuse after retrieval: now
+        check_filter_metrics(comps.filters, settings)
     gen = generation_settings(settings, comps, dataset)
     the_plan = plan(comps, dataset, device=device,
                     relevance_level=settings.metrics.relevance_level, generation=gen)
@@ -338,6 +341,17 @@ def _by_name(configs: Sequence[ConfigSpec]) -> dict[str, str]:
     return out
 
 
+def check_filter_metrics(flt: object, settings: RunSettings) -> None:
+    """The hard-vs-soft rule reads precision@k and recall@k: both must be computed."""
+    if not isinstance(flt, HardVsSoft):
+        return
+    missing = [m for m in (flt.precision_metric, flt.recall_metric)
+               if m not in settings.metrics.names]
+    if missing:
+        raise ConfigError("filters.k", f"the hard-vs-soft rule reads {flt.precision_metric} "
+                          f"and {flt.recall_metric}; add {', '.join(missing)} to metrics.names")
+
+
 def check_decision_configs(settings: RunSettings, the_plan: Plan) -> None:
     """A pre-registered rule must name configs of this run (by id or unique label)."""
     names = _by_name(the_plan.configs)
@@ -483,20 +497,20 @@ def filter_decisions(done: Executed) -> list[FilterDecisionRecord]:
             by_pair.setdefault(lane, {})[mode] = (c, s)
     quality = f.hard.predicate_quality(done.dataset,
                                        relevance_level=settings.metrics.relevance_level)
-    log.info("filters predicate precision %s recall %s (%d extracted, %d labelled)",
-             quality.precision, quality.recall, quality.n_extracted, quality.n_labelled)
+    log.info("filters predicate precision %s recall %s (%d extracted, %d labelled; against %s)",
+             quality.precision, quality.recall, quality.n_extracted, quality.n_labelled,
+             f.hard.label_source)
     out: list[FilterDecisionRecord] = []
     pm, rm = f.precision_metric, f.recall_metric
     for lane, pair in by_pair.items():
         if "hard" not in pair or "soft" not in pair:
             continue
         (hard_run, hard), (_, soft) = pair["hard"], pair["soft"]
-        if pm not in hard.values or rm not in hard.values:
-            raise ConfigError("filters.precision_metric", f"{pm} and {rm} must be in metrics.names")
         outcome = hard_run.filter_outcome
         assert outcome is not None
-        try:
+        try:  # the seed's rate (eligible corpus); the pool's is recorded beside it
             rate = outcome.exclusion_rates().query_rate
+            pool_rate = outcome.pool_exclusion_rates().query_rate
         except BenchError as exc:
             out.append(FilterDecisionRecord(lane=lane, choice=None, error=exc.one_line()))
             continue
@@ -510,7 +524,8 @@ def filter_decisions(done: Executed) -> list[FilterDecisionRecord]:
         out.append(FilterDecisionRecord(
             lane=lane, **fields, predicate_precision=quality.precision,
             predicate_recall=quality.recall, predicates_extracted=quality.n_extracted,
-            predicates_labelled=quality.n_labelled))
+            predicates_labelled=quality.n_labelled, pool_exclusion_rate=pool_rate, k=f.k,
+            predicate_labels=f.hard.label_source))
         log.info("filters decision for %s: %s %s", lane, d.choice.upper(),
                  "; ".join(d.reasons) or "(every condition met)")
     return out

@@ -31,7 +31,7 @@ STAGES: tuple[Stage, ...] = (
           builder="bench.fusion.stage:build"),
     Stage("filters", ("filters",), "bench.filters.stage:expand",
           ("unauthorized_hits", "false_exclusion_rate", "doc_false_exclusion_rate",
-           "filter_removed")),
+           "filter_removed", "pool_false_exclusion_rate", "pool_doc_false_exclusion_rate")),
     Stage("rerank", ("reranker",), "bench.rerank.stage:expand",
           ("rerank_p50_ms", "rerank_p95_ms", "rerank_p99_ms", "rerank_pairs_per_s"),
           takes_device=True),

@@ -74,6 +74,8 @@ class RunReport:
     gold_probes: tuple[GoldProbeSummary, ...] = ()
     #: passages longer than the embedder's maximum length (embedded truncated)
     n_truncated_chunks: int = 0
+    #: the computed sentence saying what was cut (``EmbeddingStats.truncation``)
+    truncation: str = ""
     #: queries of the source left out for having no positive judgement, and why
     n_dropped_queries: int = 0
     dropped_reason: str = ""

@@ -285,13 +285,17 @@ class MarkdownReport:
     def _decisions(self, r: RunReport) -> list[str]:
         if not r.decisions:
             return []
+        k = r.decisions[0].k
+        at = "" if k is None else f"@{k}"
         lines = ["## Hard filter or soft boost?", "",
-                 "Pre-registered rule (docs/metrics.md): hard only when the paired lower CI "
-                 "bound of the precision gain (hard − soft) reaches the minimum AND the hard "
-                 "filter's false-exclusion rate is within epsilon AND the recall loss is within "
-                 "bound.",
-                 "", "| lane | choice | precision gain (95 % CI) | false-exclusion rate | "
-                 "recall hard / soft | why |", "|---|---|---|---:|---|---|"]
+                 f"Pre-registered rule (docs/metrics.md): hard only when the paired lower CI "
+                 f"bound of the precision{at} gain (hard − soft) reaches the minimum AND the "
+                 "hard filter's false-exclusion rate (eligible gold its predicate rules out of "
+                 f"the corpus, before retrieval) is within epsilon AND the recall{at} loss is "
+                 "within bound. In brackets after the rate: the pool-relative figure (gold "
+                 "that reached the pool and was removed).",
+                 "", f"| lane | choice | precision{at} gain (95 % CI) | false-exclusion rate | "
+                 f"recall{at} hard / soft | why |", "|---|---|---|---:|---|---|"]
         for d in r.decisions:
             if d.error is not None:
                 lines.append(f"| {d.lane} | undecided | - | - | - | {d.error} |")
@@ -300,12 +304,14 @@ class MarkdownReport:
             lines.append(
                 f"| {d.lane} | **{d.choice}** | {_num(d.precision_gain, 4, '+')} "
                 f"[{_num(d.gain_ci_low, 4, '+')}, {_num(d.gain_ci_high, 4, '+')}] (min "
-                f"{d.min_precision_gain}) | {_num(d.exclusion_rate, 4)} (max "
+                f"{d.min_precision_gain}) | {_num(d.exclusion_rate, 4)} "
+                f"[pool {_num(d.pool_exclusion_rate, 4)}] (max "
                 f"{d.max_exclusion_rate}) | {_num(d.recall_hard, 4)} / "
                 f"{_num(d.recall_soft, 4)} (max loss {d.max_recall_loss}) | {why} |")
         d0 = r.decisions[0]
         if d0.predicate_precision is not None or d0.predicate_recall is not None:
-            lines += ["", f"Extracted predicates vs labelled (gold docs' tags): precision "
+            source = d0.predicate_labels or "gold docs' tags"
+            lines += ["", f"Extracted predicates vs labelled ({source}): precision "
                       f"{_num(d0.predicate_precision, 3)}, recall "
                       f"{_num(d0.predicate_recall, 3)} "
                       f"({d0.predicates_extracted} extracted, "
@@ -396,10 +402,10 @@ def _header_notes(r: RunReport) -> list[str]:
     is something to say)."""
     out = [line for note in r.data_notes for line in (note, "")]
     if r.n_truncated_chunks:
-        out += [f"⚠ {r.n_truncated_chunks} of {r.n_chunks} passages are longer than the "
-                "embedder's maximum length and were embedded truncated: the text past it is "
-                "not seen by the dense lanes (a shorter chunker, or a longer max length, "
-                "avoids it).", ""]
+        said = r.truncation or (f"{r.n_truncated_chunks} of {r.n_chunks} passages are longer "
+                                "than the embedder's maximum length and were embedded truncated")
+        out += [f"⚠ {said}. The text past it is not seen by the dense lanes (a shorter "
+                "chunker, or a longer max length, avoids it).", ""]
     if r.n_dropped_queries:
         out += [f"{r.n_dropped_queries} queries of the source were left out: "
                 f"{r.dropped_reason or 'no positive judgement'}.", ""]

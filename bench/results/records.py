@@ -146,6 +146,24 @@ class ConfigRow:
     n_latency_warmup: int | None = None
     #: interleaved (bench.pipeline.latency) | sum of stage samples
     latency_source: str | None = None
+    #: the relevance filter's pool-relative false exclusions (gold that reached the pool and
+    #: was removed); ``false_exclusion_rate`` is the seed's, over the eligible corpus
+    pool_false_exclusion_rate: float | None = None
+    pool_doc_false_exclusion_rate: float | None = None
+
+
+@dataclass(frozen=True)
+class FilterQueryRow:
+    """What a filter did to one query of one config (one row of filters.parquet)."""
+
+    config_id: str
+    query_id: str
+    predicate: tuple[str, ...]  # tags applied, sorted (empty: the query passed unfiltered)
+    n_eligible_gold: int  # eligible gold docs in the corpus (tenant and roles applied)
+    n_excluded: int  # of those, ruled out by the predicate (the seed's, before retrieval)
+    n_pool_excluded: int  # eligible gold that reached the pool and was removed
+    excluded: bool | None  # every eligible gold doc ruled out; None: no eligible gold
+    n_unauthorized: int  # docs in the filter's output this query's caller may not see
 
 
 @dataclass(frozen=True)
@@ -172,6 +190,11 @@ class FilterDecisionRecord:
     predicates_extracted: int | None = None
     predicates_labelled: int | None = None
     error: str | None = None
+    #: the hard filter's pool-relative rate (``exclusion_rate`` is the seed's, over the
+    #: eligible corpus), the one k of precision@k / recall@k, what predicates were scored on
+    pool_exclusion_rate: float | None = None
+    k: int | None = None
+    predicate_labels: str | None = None
 
 
 @dataclass(frozen=True)

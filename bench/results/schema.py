@@ -12,9 +12,13 @@ import pyarrow as pa
 #: 4: configs.parquet gained the bootstrap CIs of ``e2e_p50/p95/p99_ms`` over requests,
 #: ``n_latency_warmup`` and ``latency_source`` (interleaved | sum of stage samples);
 #: latency.parquet holds every request of the interleaved latency pass and judgements.parquet
-#: one row per judge verdict (status, failure mode, rationale); files of version 3 lack them
-#: and read as None. 3: comparisons.parquet gained ``mde`` (nullable; files of version 2 lack
-#: it and read as None). 2: per_query.parquet gained ``status``.
+#: one row per judge verdict (status, failure mode, rationale); configs.parquet
+#: ``false_exclusion_rate`` / ``doc_false_exclusion_rate`` are the seed's (over the eligible
+#: corpus, before retrieval; version 3 counted gold removed from the pool), the pool figures
+#: moved to ``pool_false_exclusion_rate`` / ``pool_doc_false_exclusion_rate``, and
+#: filters.parquet is new; files of version 3 lack the new columns and read as None.
+#: 3: comparisons.parquet gained ``mde`` (nullable; files of version 2 lack it and read as
+#: None). 2: per_query.parquet gained ``status``.
 SCHEMA_VERSION = 4
 
 #: per_query.parquet: one row per (config_id, query_id, metric).
@@ -148,6 +152,32 @@ CONFIGS = pa.schema(
         pa.field("e2e_p99_ci_high", pa.float64(), nullable=True),
         pa.field("n_latency_warmup", pa.int64(), nullable=True),
         pa.field("latency_source", pa.string(), nullable=True),
+        # pool-relative false exclusions (schema >= 4): eligible gold that reached the pool
+        # and was removed, over the same denominators (the doc rate is at most the corpus one)
+        pa.field("pool_false_exclusion_rate", pa.float64(), nullable=True),
+        pa.field("pool_doc_false_exclusion_rate", pa.float64(), nullable=True),
+    ]
+)
+
+#: filters.parquet (schema >= 4): one row per (config_id, query_id) of a config with a filter.
+FILTER_QUERIES = pa.schema(
+    [
+        pa.field("schema_version", pa.int32(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("config_id", pa.string(), nullable=False),
+        pa.field("query_id", pa.string(), nullable=False),
+        # the tags the relevance filter applied, sorted; empty: the query passed unfiltered
+        pa.field("predicate", pa.list_(pa.string()), nullable=False),
+        # eligible gold docs in the corpus (tenant and roles applied), of those the ones the
+        # predicate rules out (before retrieval), and the ones removed from the pool
+        pa.field("n_eligible_gold", pa.int64(), nullable=False),
+        pa.field("n_excluded", pa.int64(), nullable=False),
+        pa.field("n_pool_excluded", pa.int64(), nullable=False),
+        # every eligible gold doc ruled out (a false-exclusion query); null: no eligible gold
+        pa.field("excluded", pa.bool_(), nullable=True),
+        # docs in the filter's output this query's caller may not see (another tenant's,
+        # outside its roles)
+        pa.field("n_unauthorized", pa.int64(), nullable=False),
     ]
 )
 
@@ -222,5 +252,6 @@ TABLES = {
     "configs": CONFIGS,
     "comparisons": COMPARISONS,
     "latency": LATENCY,
+    "filters": FILTER_QUERIES,
     "judgements": JUDGEMENTS,
 }

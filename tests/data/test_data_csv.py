@@ -10,8 +10,10 @@ from bench.data.csv_source import CsvDataset
 from bench.errors import InputError
 
 CORPUS = ('doc_id,text,title,tags,allowed_roles,tenant\n'
-          'd1,"Alpha text,\nspanning two lines.",Alpha,x;y,staff,acme\n'
+          'd1,"Alpha text,\nspanning two lines.",Alpha,x;y,staff,\n'
           'd2,Beta text.,,,,\n')
+#: with a tenant on d1, every query needs its caller's tenant
+TENANTED = CORPUS.replace("x;y,staff,\n", "x;y,staff,acme\n")
 QUERIES = ("query_id,query,category,must_abstain,required_claims,allowed_roles,as_of,"
            "expected_answer\n"
            "q1,What is alpha?,exact_lookup,false,Alpha is a letter.;It comes first.,,2024-01-31,"
@@ -35,7 +37,9 @@ def _files(tmp_path: Path, corpus: str = CORPUS, queries: str = QUERIES,
 
 
 def test_happy_path(tmp_path: Path) -> None:
-    ds = _files(tmp_path).load()
+    lines = QUERIES.split("\n")
+    queries = "\n".join([lines[0] + ",tenant", *(ln + ",acme" if ln else ln for ln in lines[1:])])
+    ds = _files(tmp_path, corpus=TENANTED, queries=queries).load()
     d1, d2 = ds.documents
     assert d1.text == "Alpha text,\nspanning two lines."
     assert (d1.title, d1.tags, d1.allowed_roles, d1.tenant) == ("Alpha", ("x", "y"), ("staff",),
@@ -48,6 +52,15 @@ def test_happy_path(tmp_path: Path) -> None:
     assert q2.must_abstain and q2.allowed_roles == ("admin",) and q2.qrels == ()
     assert q3.category == "default" and not q3.must_abstain
     assert q3.qrels == (("d1", 1), ("d2", 1))  # an empty grade cell means 1
+    assert {q.tenant for q in ds.queries} == {"acme"}
+
+
+def test_a_query_without_tenant_over_a_tenanted_corpus_names_its_line(tmp_path: Path) -> None:
+    queries = "query_id,query,tenant\nq1,What?,acme\nq3,Q?,\n"
+    with pytest.raises(InputError) as err:
+        _files(tmp_path, corpus=TENANTED, queries=queries, qrels=None).load()
+    assert err.value.line == 3
+    assert "query 'q3' has no tenant, but corpus documents have tenants" in err.value.message
 
 
 def test_without_qrels_file(tmp_path: Path) -> None:

@@ -13,9 +13,11 @@ from bench.errors import InputError
 
 CORPUS = [
     {"doc_id": "d1", "text": "Alpha text.", "title": "Alpha", "tags": ["x"],
-     "allowed_roles": ["staff"], "tenant": "acme"},
+     "allowed_roles": ["staff"], "tenant": ""},
     {"doc_id": "d2", "text": "Beta text."},
 ]
+#: with a tenant on d1, every query needs its caller's tenant
+TENANTED = [{**CORPUS[0], "tenant": "acme"}, CORPUS[1]]
 QUERIES = [
     {"query_id": "q1", "query": "What is alpha?", "relevant_document_ids": ["d1"],
      "required_claims": ["Alpha is a letter."], "must_abstain": False, "allowed_roles": [],
@@ -39,7 +41,8 @@ def _load(tmp_path: Path, corpus: list[object], queries: list[object]) -> Golden
 
 
 def test_happy_path(tmp_path: Path) -> None:
-    ds = _load(tmp_path, [*CORPUS, "\n"], QUERIES).load()  # a blank line is not data
+    queries = [{**q, "tenant": "acme"} for q in QUERIES]
+    ds = _load(tmp_path, [*TENANTED, "\n"], queries).load()  # a blank line is not data
     assert ds.name == "golden:golden"
     assert [d.doc_id for d in ds.documents] == ["d1", "d2"]
     d1 = ds.documents[0]
@@ -50,6 +53,17 @@ def test_happy_path(tmp_path: Path) -> None:
     assert q1.required_claims == ("Alpha is a letter.",) and q1.expected_answer == "A letter."
     assert q2.qrels == (("d1", 2), ("d2", 1)) and q2.category == "multi_doc"
     assert q3.must_abstain and q3.qrels == () and q3.category == "default"
+    assert {q.tenant for q in ds.queries} == {"acme"}
+
+
+def test_a_query_without_tenant_over_a_tenanted_corpus_names_its_line(tmp_path: Path) -> None:
+    queries = [{**QUERIES[0], "tenant": "acme"}, QUERIES[1]]
+    with pytest.raises(InputError) as err:
+        _load(tmp_path, TENANTED, queries).load()
+    assert err.value.line == 2
+    assert err.value.message == ("query 'q2' has no tenant, but corpus documents have "
+                                 "tenants: give every query its caller's tenant")
+    assert _load(tmp_path, CORPUS, QUERIES).load().queries[0].tenant == ""  # none: optional
 
 
 def test_round_trip_keeps_fingerprint(tmp_path: Path) -> None:

@@ -55,11 +55,19 @@ def test_every_failed_condition_is_reported() -> None:
 
 
 def test_filter_decides_with_its_preregistered_thresholds() -> None:
-    for f, choice in ((MetadataFilter(), "hard"),
-                      # a pre-registered minimum gain above the observed 0.1 keeps soft
-                      (MetadataFilter(min_precision_gain=0.2), "soft")):
-        d = f.decide(HARD, SOFT, exclusion_rate=0.04, recall_hard=0.88, recall_soft=0.90)
+    for f, rate, choice in ((MetadataFilter(), 0.02, "hard"),
+                            # a pre-registered minimum gain above the observed 0.1 keeps soft
+                            (MetadataFilter(min_precision_gain=0.2), 0.02, "soft")):
+        d = f.decide(HARD, SOFT, exclusion_rate=rate, recall_hard=0.88, recall_soft=0.90)
         assert d.choice == choice and d.min_precision_gain == f.min_precision_gain
+
+
+def test_default_epsilon_is_the_seeds_two_percent() -> None:
+    # 4 % false exclusion passed the old 5 % default; the seed's 1-2 % rejects it
+    assert MetadataFilter().max_exclusion_rate == 0.02
+    d = MetadataFilter().decide(HARD, SOFT, exclusion_rate=0.04, recall_hard=0.88,
+                                recall_soft=0.90)
+    assert d.choice == "soft" and d.reasons == ("exclusion rate 0.0400 > maximum 0.02",)
 
 
 @pytest.mark.parametrize(("exclusion_rate", "recall_hard"), [(1.5, 0.88), (0.04, float("nan"))])

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from bench.data.base import Dataset, Document, Query
+from bench.errors import InputError
 from bench.filters import entitlement as ent
 from bench.filters.base import EntitlementError, eligible_gold, visible
 from bench.filters.entitlement import EntitlementFilter, count_unauthorized
@@ -101,10 +103,59 @@ def test_eligible_gold_removes_gold_the_caller_cannot_see() -> None:
     }
 
 
-def test_tenants_are_refused_not_ignored() -> None:
-    ds = Dataset("t", (Document("a", "x", tenant="acme"),), (Query("q", "x"),))
-    with pytest.raises(EntitlementError, match="tenant"):
-        EntitlementFilter().apply(pool([[0]]), ds, id_key=order_key(ds.doc_ids))
+# tenant isolation: t0 shared, t1/t2 acme (t2 staff only), t3 globex
+TDOCS = (
+    Document("t0", "shared"),
+    Document("t1", "acme", tenant="acme"),
+    Document("t2", "acme staff", tenant="acme", allowed_roles=("staff",)),
+    Document("t3", "globex", tenant="globex"),
+)
+TQUERIES = (
+    Query("a", "acme caller", qrels=(("t1", 1), ("t3", 1)), tenant="acme"),
+    Query("s", "acme staff", qrels=(("t2", 1),), tenant="acme", allowed_roles=("staff",)),
+    Query("g", "globex caller", qrels=(("t1", 1),), tenant="globex"),
+)
+TDS = Dataset("tenants", TDOCS, TQUERIES)
+TKEY = order_key(TDS.doc_ids)
+
+
+@pytest.mark.parametrize(("doc", "roles", "tenant", "expected"), [
+    (TDOCS[0], (), "acme", True),  # no tenant: shared by every tenant
+    (TDOCS[1], (), "acme", True),
+    (TDOCS[1], (), "globex", False),  # another tenant's document
+    (TDOCS[2], ("staff",), "acme", True),
+    (TDOCS[2], (), "globex", False),  # roles cannot open another tenant
+    (TDOCS[2], ("guest",), "acme", False),  # own tenant, roles still apply
+])
+def test_visible_tenant_rule(doc: Document, roles: tuple[str, ...], tenant: str,
+                             expected: bool) -> None:
+    assert visible(doc, roles, caller_tenant=tenant) is expected
+
+
+def test_tenant_isolation_filters_counts_and_makes_gold_ineligible() -> None:
+    everything = pool([[0, 1, 2, 3]] * 3)
+    # unfiltered: a sees t3 (globex); s sees t3; g sees t1 and t2 (acme)
+    assert count_unauthorized(everything, TDS) == 1 + 1 + 2
+    out = EntitlementFilter().apply(everything, TDS, id_key=TKEY)
+    # a has no roles (unrestricted by roles) but a tenant: it keeps acme's staff doc t2
+    assert [out.hits.for_query(q)[0].tolist() for q in range(3)] == [
+        [0, 1, 2], [0, 1, 2], [0, 3]]
+    assert out.removed_unauthorized == 1 + 1 + 2 and out.unauthorized_hits == 0
+    # another tenant's gold is not the caller's gold: a keeps t1 only, g has none
+    assert eligible_gold(TDS) == {"a": {"t1": 1}, "s": {"t2": 1}, "g": {}}
+    assert (out.eligible_gold_queries, out.eligible_gold_docs) == (2, 2)
+
+
+def test_a_query_without_tenant_is_refused_when_documents_have_tenants() -> None:
+    ds = Dataset("t", TDOCS, (*TQUERIES, Query("q", "x"), Query("r", "y")))
+    with pytest.raises(EntitlementError) as err:
+        EntitlementFilter().apply(pool([[0]] * 5), ds, id_key=order_key(ds.doc_ids))
+    assert err.value.one_line() == (
+        "dataset 't': query 'q' (and 1 more) has no tenant, but documents have tenants "
+        "('acme', 'globex'): give every query its caller's tenant (a document without a "
+        "tenant is shared by all tenants)")
+    ent.check_tenants(TDS)  # every query has one: accepted
+    ent.check_tenants(DS)  # no document has one: nothing to check
 
 
 def test_pool_must_match_the_dataset() -> None:
@@ -112,25 +163,51 @@ def test_pool_must_match_the_dataset() -> None:
         EntitlementFilter().apply(pool([[0]] * 3), DS, id_key=KEY)
 
 
-def test_tenant_data_is_refused_at_load_before_any_work(tmp_path: Path, compose_cfg) -> None:
-    # issue 18: the refusal came from the filter stage, after chunking, embedding, retrieval
+def _tenant_files(tmp_path: Path, query_tenant: str) -> tuple[Path, Path]:
     (tmp_path / "corpus.jsonl").write_text(
-        '{"doc_id": "a", "text": "alpha"}\n'
-        '{"doc_id": "b", "text": "beta", "tenant": "acme"}\n'
-        '{"doc_id": "c", "text": "gamma", "tenant": "globex"}\n')
+        '{"doc_id": "a", "text": "alpha shared"}\n'
+        '{"doc_id": "b", "text": "beta acme", "tenant": "acme"}\n'
+        '{"doc_id": "c", "text": "beta globex", "tenant": "globex"}\n')
+    extra = f', "tenant": "{query_tenant}"' if query_tenant else ""
     (tmp_path / "queries.jsonl").write_text(
-        '{"query_id": "q1", "query": "alpha?", "relevant_document_ids": ["a"]}\n')
+        '{"query_id": "q1", "query": "alpha?", "relevant_document_ids": ["a"], '
+        '"tenant": "acme"}\n'
+        f'{{"query_id": "q2", "query": "beta?", "relevant_document_ids": ["b"]{extra}}}\n')
+    return tmp_path / "corpus.jsonl", tmp_path / "queries.jsonl"
+
+
+def test_query_without_tenant_is_refused_at_load_before_any_work(tmp_path: Path,
+                                                                  compose_cfg) -> None:
+    # issue 18: the refusal came from the filter stage, after chunking, embedding, retrieval
+    corpus, queries = _tenant_files(tmp_path, "")
     cache = tmp_path / "cache"
-    cfg = compose_cfg(["dataset=golden", f"dataset.corpus={tmp_path / 'corpus.jsonl'}",
-                       f"dataset.queries={tmp_path / 'queries.jsonl'}", "filters=entitlement",
+    cfg = compose_cfg(["dataset=golden", f"dataset.corpus={corpus}",
+                       f"dataset.queries={queries}", "filters=entitlement",
                        f"cache_dir={cache}", "embedder=static_l3"])
-    with pytest.raises(EntitlementError) as err:
+    with pytest.raises(InputError) as err:
         run(cfg, tmp_path / "run")
     assert err.value.one_line() == (
-        "dataset 'golden:queries': document 'b' (and 1 more) has a tenant ('acme', 'globex'), "
-        "but queries carry no caller tenant, so the entitlement filter cannot check tenant "
-        "isolation; drop the documents' tenant field, model tenants as allowed_roles, or "
-        "run with filters=none")
+        f"{queries}:2: query 'q2' has no tenant, but corpus documents have tenants: give "
+        "every query its caller's tenant")
     artifacts = [p for p in cache.rglob("*") if p.is_file()] if cache.exists() else []
     assert not [p for p in artifacts if "embed" in str(p) or "chunk" in str(p)], artifacts
 
+
+@pytest.mark.parametrize(("filters", "unauthorized"), [("entitlement", 0), ("none", 1 + 1)])
+def test_tenant_data_runs_isolated_end_to_end(tmp_path: Path, compose_cfg, filters: str,
+                                              unauthorized: int) -> None:
+    # 3 docs retrieved per query: without the filter each acme caller sees globex's c
+    corpus, queries = _tenant_files(tmp_path, "acme")
+    cfg = compose_cfg(["dataset=golden", f"dataset.corpus={corpus}",
+                       f"dataset.queries={queries}", f"filters={filters}",
+                       f"cache_dir={tmp_path / 'cache'}", "embedder=static_l3"])
+    result = run(cfg, tmp_path / "run")
+    assert result.exit_code == 0
+    rows = pq.read_table(result.run_dir / "configs.parquet").to_pylist()
+    assert [r["unauthorized_hits"] for r in rows] == [unauthorized]
+    per_query = pq.read_table(result.run_dir / "filters.parquet").to_pylist()
+    if filters == "none":
+        assert per_query == []
+    else:
+        assert [(r["query_id"], r["predicate"], r["n_eligible_gold"], r["n_unauthorized"])
+                for r in per_query] == [("q1", [], 1, 0), ("q2", [], 1, 0)]

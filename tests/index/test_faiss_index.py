@@ -13,7 +13,7 @@ from bench.config.build import OptionError, build
 from bench.errors import ConfigError
 from bench.index.base import SearchResult
 from bench.index.exact import ann_recall_at_k, exact_topk
-from bench.index.faiss_index import FaissIndex
+from bench.index.faiss_index import INDEX_FILE, FaissIndex
 
 N, DIM, N_Q, K = 2000, 32, 200, 10
 
@@ -199,3 +199,20 @@ def test_empty_query_params_is_a_config_error(index: str, compose_cfg) -> None:
 
 def test_omitted_query_params_is_the_default_setting() -> None:
     assert FaissIndex(factory="HNSW32").query_params() == [{}]
+
+
+def test_hnsw_default_builds_with_the_seeds_ef_construction(data, tmp_path: Path) -> None:
+    import faiss
+    from omegaconf import OmegaConf
+
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    index = build(OmegaConf.load(conf / "index" / "hnsw.yaml"), "index")
+    assert 100 <= index.cache_params()["hnsw_ef_construction"] <= 200  # the seeds' range
+    built, _ = index.build(data[0])
+    built.save(tmp_path)  # the graph as written, read back with faiss itself
+    saved = faiss.read_index(str(tmp_path / INDEX_FILE))
+    assert faiss.downcast_index(saved).hnsw.efConstruction == 200
+    # the build sweep enumerates M and efConstruction, the seeds' range included
+    sweep = OmegaConf.load(conf / "experiment" / "hnsw_build_sweep.yaml").hydra.sweeper.params
+    assert sweep["index.factory"].split(",") == ["HNSW16", "HNSW32", "HNSW64"]
+    assert {100, 200} <= {int(v) for v in str(sweep["index.hnsw_ef_construction"]).split(",")}

@@ -7,6 +7,7 @@ import json
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hydra.utils import instantiate
 
@@ -39,9 +40,17 @@ def test_truncated_passages_are_counted_logged_and_reported(
     assert warned == [f"{expected} of {n_chunks} passages are longer than the embedder's "
                       "maximum length and were truncated: text past it is not embedded "
                       f"(chunker {type(instantiate(cfg.chunker)).__name__})"]
+    # what was cut, counted: tokens past the 14 content tokens of each long passage
+    cut = int(np.maximum(counts - (MAX_LEN - 2), 0).sum())
+    total = int(counts.sum())
+    assert (manifest["embedding"]["max_tokens"], manifest["embedding"]["truncated_tokens"]) == (
+        MAX_LEN - 2, cut)
+    said = (f"{expected} of {n_chunks} passages ({expected / n_chunks:.1%}) are longer than the "
+            f"embedder's maximum length ({MAX_LEN - 2} tokens of text) and were embedded "
+            f"truncated; {cut} of {total} passage tokens ({cut / total:.1%}) are not embedded")
+    assert manifest["embedding"]["truncation"] == said
     report = (res.run_dir / "report.md").read_text()
-    assert f"⚠ {expected} of {n_chunks} passages are longer than the embedder's maximum " \
-           "length and were embedded truncated" in report
+    assert f"⚠ {said}. The text past it is not seen" in report
 
 
 def test_no_truncation_no_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture,

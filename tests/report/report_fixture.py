@@ -72,7 +72,9 @@ def write_run(d: Path, *, extra: dict[str, list[Any]] | None = None, run_id: str
                         "tpot_p95_ms": None,
                         "budget_name": None, "budget_limit": None, "budget_measured": None,
                         "budget_bound": None, "cost_per_query": None, "cost_basis": None,
-                        "peak_vram_bytes": None, "peak_vram_measure": None})
+                        "peak_vram_bytes": None, "peak_vram_measure": None,
+                        "pool_false_exclusion_rate": None,
+                        "pool_doc_false_exclusion_rate": None})
     write_table(configs, CONFIGS, d / "configs.parquet")
     if extra:
         t = pq.read_table(d / "configs.parquet")
