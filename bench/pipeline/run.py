@@ -52,6 +52,7 @@ from bench.pipeline.answers import (
 from bench.pipeline.components import Components, build_components, validate_top_level
 from bench.pipeline.device import resolve_device
 from bench.pipeline.executor import Executor
+from bench.pipeline.gates import check_run_gates
 from bench.pipeline.outcome import ConfigRun, Executed, RunResult
 from bench.pipeline.plan import ConfigKind, ConfigSpec, Plan, plan
 from bench.pipeline.probe import ProbeOutcome, probe_configs
@@ -151,6 +152,7 @@ def prepare(cfg: DictConfig) -> Prepared:
     the_plan = plan(comps, dataset, device=device,
                     relevance_level=settings.metrics.relevance_level, generation=gen)
     check_budget_stages(comps, the_plan)
+    check_run_gates(settings.gates, the_plan.configs, comps)
     check_decision_configs(settings, the_plan)
     return Prepared(settings, run_id, device, comps, telemetry, dataset, data_timing, gen,
                     the_plan, Executor(store, telemetry, device))

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from bench.capacity.base import CapacityRun
 from bench.chunking.stage import ChunkReport
+from bench.cost.prices import CostSummary
 from bench.metrics.decisions import DecisionRecord
 from bench.metrics.stats import CompletionAccounting
 from bench.results.records import (
@@ -77,6 +78,10 @@ class RunReport:
     capacity: CapacityRun | None = None
     #: the experiment's pre-registered decisions (``decisions:``), evaluated
     registered: tuple[DecisionRecord, ...] = ()
+    #: release gates that held, one line each (value, bound, margin)
+    passed_gates: tuple[str, ...] = ()
+    #: cost per query by component of each priced config (``cost`` group)
+    costs: tuple[CostSummary, ...] = ()
 
 
 class Reporter(Protocol):

@@ -123,13 +123,40 @@ class ConfigRow:
     budget_limit: float | None = None
     budget_measured: float | None = None
     budget_bound: float | None = None
-    #: price of one query (configured price per worker-hour x measured time) and its basis
+    #: price of one query: mean over its queries of the priced components' sum
+    #: (bench.cost.prices), and what it rests on (prices, what was not priced)
     cost_per_query: float | None = None
     cost_basis: str | None = None
     #: peak VRAM of the config's chain and which figure it is (torch_peak_allocated |
     #: nvml_used); null without a GPU reading
     peak_vram_bytes: int | None = None
     peak_vram_measure: str | None = None
+    #: generated configs: p99 of TTFT / TPOT; abstention figures (docs/metrics.md; the
+    #: hallucination rate is must-abstain queries answered / must-abstain queries)
+    ttft_p99_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    abstention_precision: float | None = None
+    abstention_recall: float | None = None
+    abstention_coverage: float | None = None
+    answered_accuracy: float | None = None
+    abstention_hallucination_rate: float | None = None
+    #: completion: per status, the largest share over the config's metrics of expected
+    #: queries ending in it (incomplete: failed, timeout or invalid), and that metric
+    failed_share: float | None = None
+    timeout_share: float | None = None
+    invalid_share: float | None = None
+    incomplete_share: float | None = None
+    incomplete_metric: str | None = None
+    #: cost per query: the total's p50 / p99 and each priced component's mean (None: the
+    #: config has no such part, or it carries no price — see cost_unpriced)
+    cost_p50_per_query: float | None = None
+    cost_p99_per_query: float | None = None
+    cost_embedding: float | None = None
+    cost_retrieval: float | None = None
+    cost_rerank: float | None = None
+    cost_generation: float | None = None
+    cost_storage: float | None = None
+    cost_unpriced: str | None = None
 
 
 @dataclass(frozen=True)
@@ -206,6 +233,11 @@ class GenerationSummary:
     #: memo, judge calls generated) while this config ran; (0, 0, 0, 0) when its answers and
     #: verdicts were loaded from the cache; None without the memo
     memo: tuple[int, int, int, int] | None = None
+    #: p99 of TTFT / TPOT over the answers whose generation succeeded
+    ttft_p99_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    #: must-abstain queries answered instead of abstained / must-abstain queries (None: none)
+    abstention_hallucination_rate: float | None = None
 
 
 @dataclass(frozen=True)

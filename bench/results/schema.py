@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+#: 4: configs.parquet's ``e2e_*`` of a generated config include context assembly and
+#: generation, ``cost_per_query`` is the sum of priced components (bench.cost.prices), and it
+#: gained p99 TTFT / TPOT, abstention, completion and cost-component columns (nullable).
 #: 3: comparisons.parquet gained ``mde`` (nullable; files of version 2 lack it and read as
 #: None). 2: per_query.parquet gained ``status``.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: per_query.parquet: one row per (config_id, query_id, metric).
 PER_QUERY = pa.schema(
@@ -127,12 +130,38 @@ CONFIGS = pa.schema(
         pa.field("budget_limit", pa.float64(), nullable=True),
         pa.field("budget_measured", pa.float64(), nullable=True),
         pa.field("budget_bound", pa.float64(), nullable=True),
-        # configured price per worker-hour x measured mean time of a query; what it rests on
+        # mean over the config's queries of the priced components' sum (bench.cost.prices);
+        # what it rests on: the prices and what was not priced
         pa.field("cost_per_query", pa.float64(), nullable=True),
         pa.field("cost_basis", pa.string(), nullable=True),
         # peak VRAM of the chain: torch_peak_allocated (needed) or nvml_used (card-wide)
         pa.field("peak_vram_bytes", pa.int64(), nullable=True),
         pa.field("peak_vram_measure", pa.string(), nullable=True),
+        # schema >= 4. generated configs: p99 TTFT / TPOT; abstention precision, recall,
+        # coverage, answered accuracy, hallucination rate (must-abstain answered / must-abstain)
+        pa.field("ttft_p99_ms", pa.float64(), nullable=True),
+        pa.field("tpot_p99_ms", pa.float64(), nullable=True),
+        pa.field("abstention_precision", pa.float64(), nullable=True),
+        pa.field("abstention_recall", pa.float64(), nullable=True),
+        pa.field("abstention_coverage", pa.float64(), nullable=True),
+        pa.field("answered_accuracy", pa.float64(), nullable=True),
+        pa.field("abstention_hallucination_rate", pa.float64(), nullable=True),
+        # completion: per status the largest share, over the config's metrics, of expected
+        # queries ending in it (incomplete: failed | timeout | invalid) and that metric
+        pa.field("failed_share", pa.float64(), nullable=True),
+        pa.field("timeout_share", pa.float64(), nullable=True),
+        pa.field("invalid_share", pa.float64(), nullable=True),
+        pa.field("incomplete_share", pa.float64(), nullable=True),
+        pa.field("incomplete_metric", pa.string(), nullable=True),
+        # cost per query: the total's p50 / p99, each priced component's mean, what is unpriced
+        pa.field("cost_p50_per_query", pa.float64(), nullable=True),
+        pa.field("cost_p99_per_query", pa.float64(), nullable=True),
+        pa.field("cost_embedding", pa.float64(), nullable=True),
+        pa.field("cost_retrieval", pa.float64(), nullable=True),
+        pa.field("cost_rerank", pa.float64(), nullable=True),
+        pa.field("cost_generation", pa.float64(), nullable=True),
+        pa.field("cost_storage", pa.float64(), nullable=True),
+        pa.field("cost_unpriced", pa.string(), nullable=True),
     ]
 )
 
