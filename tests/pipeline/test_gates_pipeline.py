@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.errors import ConfigError
-from bench.pipeline.record import end_to_end_ms, stage_ms_by_query
+from bench.pipeline.record import e2e_timings, end_to_end_ms, stage_ms_by_query
 from bench.pipeline.run import run
 from bench.telemetry.base import StageTiming
 
@@ -78,7 +78,13 @@ def test_gates_on_answers_latency_completion_and_cost(compose_cfg, tmp_path: Pat
     timings = pq.read_table(d / "timings.parquet").to_pylist()
     query_stages = ("embed_query", "retrieve", "fold", "rerank", "rerank_cut")
     for r in gen.values():
-        mine = _timings([t for t in timings if t["config_id"] == r["config_id"]])
+        raw = _timings([t for t in timings if t["config_id"] == r["config_id"]])
+        # the pool's chain run alone for each answered query, one sample per stage
+        requests = [t for t in raw if t.sample_kind == "request"]
+        assert {t.query_id for t in requests} == {t.query_id for t in raw
+                                                   if t.stage == "generate"}
+        assert ({t.stage for t in requests} == set(query_stages)) == ("maxsim" in r["label"])
+        mine = e2e_timings(raw, query_stages)
         stages = (*query_stages, "context", "generate")
         whole = end_to_end_ms(mine, stages)
         assert r["n_e2e_samples"] == len(whole) == 12
