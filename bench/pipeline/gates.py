@@ -124,11 +124,14 @@ def _needs(metric: str) -> str:
     stage = _stage_of(metric)
     if stage is None:
         return "every config computes it"
-    kinds = ", ".join(stage.config_kinds) or "any kind"
-    nodes = f" whose chain has a {'/'.join(stage.config_nodes)} stage" if stage.config_nodes \
-        else ""
+    who = f"configs of kinds {', '.join(stage.config_kinds)}" if stage.config_kinds \
+        else "configs"
+    if stage.config_nodes:
+        who += f" whose chain has a {'/'.join(stage.config_nodes)} stage"
+    elif not stage.config_kinds:
+        who = "every config"
     groups = "|".join(stage.groups)
-    return f"configs of kinds {kinds}{nodes} compute it (stage {stage.name}: set {groups}=...)"
+    return f"{who} compute it (stage {stage.name}: set {groups}=...)"
 
 
 def check_run_gates(gates: Sequence[GateConfig], specs: Sequence[ConfigSpec],
