@@ -8,9 +8,13 @@ catches, each a ``ConfigError`` naming the dotted key:
 - integers so large that numpy overflows on them later (seed, relevance level, cutoffs);
 - metric names not written in their canonical form (``ndcg@010``), listed twice, or out of
   range;
-- release gates that can never fire: an unknown or wrongly-cased scope, a metric the run does
-  not compute, a non-canonical metric name (gates match summary rows by exact name), a bound
-  that is not a finite number, ``min > max``;
+- metric names that are not ranking metrics in ``metrics.names`` (answer and judge metrics
+  are computed by generated configs on their own; gate them directly);
+- release gates that can never fire: an unknown or wrongly-cased scope, a ranking metric the
+  run does not compute, a set-level figure that is not gateable, a non-canonical metric name
+  (gates match summary rows by exact name), a bound that is not a finite number, ``min > max``
+  (which configs of the planned run compute an answer, judge or config metric is checked
+  once the run is planned, before any work: ``bench.pipeline.gates``);
 - a ``cache_dir`` that is (or lies under) a file.
 
 ``check_gate_categories`` is the part that needs the loaded dataset: a ``category:<name>``
@@ -138,9 +142,22 @@ def check_metrics(m: Any) -> list[str]:
     """Validate ``metrics.*``; returns the canonical metric names the run computes."""
     if not m.names:
         raise ConfigError("metrics.names", "must list at least one metric")
+    from bench.metrics.registry import parse_metric
+
     names: list[str] = []
     for i, name in enumerate(m.names):
         canonical = _canonical_metric(f"metrics.names[{i}]", name)
+        layer = parse_metric(canonical).layer
+        if layer != "retrieval":
+            # evaluate() scores rankings only: the other layers compute their own metrics
+            what = {"answer": "an answer check of generated configs",
+                    "judge": "a judge metric of generated configs",
+                    "ann": "added by the pipeline for approximate indexes"}.get(
+                        layer, "a set-level figure")
+            raise ConfigError(f"metrics.names[{i}]",
+                              f"{canonical!r} is not a ranking metric ({what}); metrics.names "
+                              "lists ranking metrics only — gate it directly with "
+                              f"gates=[{{metric: {canonical}, ...}}]")
         if canonical in names:
             raise ConfigError(f"metrics.names[{i}]", f"{canonical!r} is listed twice")
         names.append(canonical)
@@ -194,7 +211,15 @@ def check_gates(gates: Iterable[Any], metric_names: list[str]) -> None:
                 raise ConfigError(f"{key}.use_ci_bound", f"{gate.metric} has no CI: set false")
         else:
             metric = _gate_metric(f"{key}.metric", gate.metric)
-            if metric not in metric_names and metric.split("@")[0] not in PIPELINE_FAMILIES:
+            layer = _layer(metric)
+            if layer == "set":
+                raise ConfigError(f"{key}.metric", f"{metric!r} is reported but not gateable; "
+                                                   "gateable: ranking metrics in metrics.names, "
+                                                   "answer and judge metrics, "
+                                                   f"{', '.join(CONFIG_GATE_METRICS)}")
+            # answer and judge metrics come from generated configs: which configs of the
+            # plan compute them is checked once it is planned (bench.pipeline.gates)
+            if layer == "retrieval" and metric not in metric_names:
                 raise ConfigError(f"{key}.metric", f"{metric!r} is not computed by this run; "
                                                    f"add it to metrics.names "
                                                    f"({', '.join(metric_names)})")
@@ -205,6 +230,12 @@ def check_gates(gates: Iterable[Any], metric_names: list[str]) -> None:
             raise ConfigError(key, "needs min or max")
         if lo is not None and hi is not None and lo > hi:
             raise ConfigError(key, f"min {lo} > max {hi}: the gate fails on every value")
+
+
+def _layer(metric: str) -> str:
+    from bench.metrics.registry import parse_metric
+
+    return parse_metric(metric).layer
 
 
 def _gate_metric(key: str, name: object) -> str:

@@ -16,16 +16,15 @@ same counts, ``<testcase classname name time>``.
 
 from __future__ import annotations
 
-import dataclasses
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.config.schema import GateConfig
-from bench.config.toplevel import CONFIG_GATE_METRICS
 from bench.gates.regression import RegressionOutcome
-from bench.results.records import ConfigRow, SummaryRow
+from bench.pipeline.gates import GateResult
+from bench.results.records import ConfigRow
 
 THRESHOLD = "bench.gates.threshold"
 REGRESSION = "bench.gates.regression"
@@ -58,73 +57,21 @@ def _bound_text(gate: GateConfig) -> str:
     return " and ".join(parts)
 
 
-def _judge(gate: GateConfig, lo: float, hi: float) -> tuple[bool, float, float, str]:
-    """(passed, value judged, bound, margin text) of one bound gate; the margin is positive
-    when inside the bound. A gate with both bounds reports the tighter side."""
-    sides = []
-    if gate.min is not None:
-        sides.append((lo - gate.min, lo, gate.min, "min"))
-    if gate.max is not None:
-        sides.append((gate.max - hi, hi, gate.max, "max"))
-    margin, value, bound, side = min(sides)
-    return margin >= 0, value, bound, side
-
-
-def threshold_cases(gates: Sequence[GateConfig], rows: Sequence[SummaryRow],
-                    pruned: set[str], config_rows: Sequence[ConfigRow]) -> list[GateCase]:
-    """The ``gates:`` of a run, one case per gate x config (same rule as
-    ``bench.pipeline.record.check_gates``: mean or CI bound against min / max)."""
-    out: list[GateCase] = []
-    by_id = {c.config_id: c for c in config_rows}
+def result_cases(results: Sequence[GateResult], pruned: Sequence[ConfigRow],
+                 gates: Sequence[GateConfig]) -> list[GateCase]:
+    """The ``gates:`` of a run as judged by ``bench.pipeline.gates`` (one rule for the log,
+    report.md, run.json and this file): one case per gate result, and a skipped case per
+    gate x config the budget pruned."""
+    out = [GateCase(THRESHOLD, f"{THRESHOLD}.{r.config_id}", f"{r.metric}[{r.scope}]",
+                    "passed" if r.passed else "failed", "" if r.passed else r.line,
+                    (("value", _fmt(r.value)), ("label", r.label), ("result", r.line)))
+           for r in results]
     for gate in gates:
-        name = f"{gate.metric}[{gate.scope}] {_bound_text(gate)}"
-        if gate.use_ci_bound:
-            name += " (CI bound)"
-        if gate.metric in CONFIG_GATE_METRICS:  # one value per config (configs.parquet)
-            for c in config_rows:
-                case = f"{THRESHOLD}.{c.config_id}"
-                if c.status != "ok":
-                    out.append(GateCase(THRESHOLD, case, name, "skipped",
-                                        c.pruned_reason or c.status))
-                    continue
-                value = dataclasses.asdict(c)[gate.metric]
-                if value is None:
-                    out.append(GateCase(THRESHOLD, case, name, "failed",
-                                        f"{gate.metric} not measured by this run, so the gate "
-                                        "cannot pass"))
-                    continue
-                out.append(_case(case, name, gate, float(value), float(value)))
-            continue
-        for r in rows:
-            if r.metric != gate.metric or r.scope != gate.scope:
-                continue
-            case = f"{THRESHOLD}.{r.config_id}"
-            if r.config_id in pruned:
-                reason = by_id[r.config_id].pruned_reason if r.config_id in by_id else None
-                out.append(GateCase(THRESHOLD, case, name, "skipped",
-                                    f"pruned: {reason or 'by the budget'}"))
-                continue
-            if r.mean is None:
-                out.append(GateCase(THRESHOLD, case, name, "failed", "no scored queries"))
-                continue
-            lo = r.ci_low if gate.use_ci_bound and r.ci_low is not None else r.mean
-            hi = r.ci_high if gate.use_ci_bound and r.ci_high is not None else r.mean
-            out.append(_case(case, name, gate, lo, hi, n=r.n))
+        for c in pruned:
+            out.append(GateCase(THRESHOLD, f"{THRESHOLD}.{c.config_id}",
+                                f"{gate.metric}[{gate.scope}] {_bound_text(gate)}", "skipped",
+                                c.pruned_reason or c.status))
     return out
-
-
-def _case(classname: str, name: str, gate: GateConfig, lo: float, hi: float,
-          n: int | None = None) -> GateCase:
-    passed, value, bound, side = _judge(gate, lo, hi)
-    margin = (value - bound) if side == "min" else (bound - value)
-    props: tuple[tuple[str, str], ...] = (("value", _fmt(value)), ("bound", f"{side} {bound:g}"),
-                                          ("margin", _fmt(margin)))
-    if n is not None:
-        props += (("n", str(n)),)
-    msg = "" if passed else (f"value {value:.4f} {'<' if side == 'min' else '>'} {side} "
-                             f"{bound:g} ({'short' if side == 'min' else 'over'} by "
-                             f"{-margin:.4g})")
-    return GateCase(THRESHOLD, classname, name, "passed" if passed else "failed", msg, props)
 
 
 def regression_cases(outcome: RegressionOutcome) -> list[GateCase]:

@@ -144,8 +144,10 @@ class ContextInputs:
 
 @dataclass(frozen=True)
 class ContextOp(OpTraits):
-    """Answers are generated in batch after retrieval (``OFFLINE``): end-to-end latency is
-    the retrieval chain's, and the per-query loop stops before the context."""
+    """Answers are generated in batch after retrieval (``OFFLINE``): the per-query loop
+    (budget probe, capacity) stops before the context, but assembling it is work every request
+    pays, so its time (one whole-stage sample, shared evenly over the queries) counts into the
+    generated config's end-to-end latency (``request_stages``)."""
 
     builder: ContextBuilder | JudgedContextBuilder
     generator: Generator
@@ -155,6 +157,7 @@ class ContextOp(OpTraits):
     stage: str = "context"
     version: str = "1"
     phase: ClassVar[Phase] = Phase.OFFLINE
+    request_stages: ClassVar[tuple[str, ...]] = ("context",)
     Inputs: ClassVar[type] = ContextInputs
 
     def params(self) -> Mapping[str, Any]:
@@ -169,6 +172,7 @@ class ContextOp(OpTraits):
         pool, chunks, dataset = inputs.pool, inputs.chunks, inputs.data
         if isinstance(self.builder, JudgedContextBuilder):
             items = judged_items(pool, chunks, dataset, self.subset, self.relevance_level)
+            self.generator.count_tokens("warm-up")  # a one-time load is no request's cost
             with timing.measure("total", len(items)):
                 built = self.builder.build_judged(items, self.generator)
             return Contexts(built.contexts, built.placements, built.excluded)
@@ -264,6 +268,7 @@ def build_contexts(builder: ContextBuilder, tokens: Generator, pool: Pool, chunk
             query.query_id, query.text, [dataset.doc_ids[int(d)] for d in hits.doc_idx[s:e]],
             [int(c) for c in hits.chunks()[s:e]], texts,
             [float(x) for x in hits.scores[s:e]]))
+    tokens.count_tokens("warm-up")  # may load the tokenizer (or model): once, no request's cost
     with timing.measure("total", len(items)):
         return builder.build(items, tokens)
 
@@ -296,11 +301,16 @@ class GenerateInputs:
 
 @dataclass(frozen=True)
 class GenerateOp(OpTraits):
+    """Answers in batch (``OFFLINE``); each answer's request latency (TTFT and the whole
+    generation) is a per-query sample of ``generate``, part of the generated config's
+    end-to-end latency (``request_stages``)."""
+
     generator: Generator
     sampling: SamplingParams
     stage: str = "generate"
     version: str = "1"
     phase: ClassVar[Phase] = Phase.OFFLINE
+    request_stages: ClassVar[tuple[str, ...]] = ("generate",)
     Inputs: ClassVar[type] = GenerateInputs
 
     def params(self) -> Mapping[str, Any]:

@@ -38,7 +38,11 @@ class MetricFamily:
     ``cutoff``: whether ``@K`` is forbidden, optional or required. ``aggregation``: how
     per-query values become one number ("mean" over expected queries, or "ratio" for set-level
     rates computed from counts). ``kernel_code``: the family code of the ranking kernel, None for
-    metrics computed elsewhere (set-level, ANN).
+    metrics computed elsewhere (set-level, ANN). ``layer``: which part of the pipeline computes
+    it — ``retrieval`` (ranking metrics, listed in ``metrics.names``), ``ann`` (added by the
+    pipeline for approximate indexes), ``set`` (set-level rates), ``answer`` (deterministic
+    answer checks of generated configs), ``judge`` (LLM judges of generated configs); release
+    gates read it to say which configs have a metric (``bench.pipeline.gates``).
     """
 
     family: str
@@ -48,6 +52,7 @@ class MetricFamily:
     cutoff: Cutoff
     description: str
     kernel_code: int | None = None
+    layer: Literal["retrieval", "ann", "set", "answer", "judge"] = "retrieval"
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,7 @@ class MetricSpec:
     unit: str
     aggregation: Literal["mean", "ratio"]
     kernel_code: int | None
+    layer: str = "retrieval"
 
     @property
     def kernel_k(self) -> int:
@@ -216,6 +222,7 @@ def parse_metric(name: str, *, ranking_only: bool = False) -> MetricSpec:
         unit=fam.unit,
         aggregation=fam.aggregation,
         kernel_code=fam.kernel_code,
+        layer=fam.layer,
     )
 
 
@@ -276,12 +283,14 @@ for _family, _higher, _desc in (
     ("abstention_recall", True, "correct abstentions / must-abstain cases"),
     ("abstention_coverage", True, "answered / all cases"),
     ("answered_accuracy", True, "correct answers / answered cases"),
+    ("abstention_hallucination_rate", False,
+     "must-abstain cases answered instead of abstained / must-abstain cases"),
 ):
-    register(MetricFamily(_family, _higher, "fraction", "ratio", "none", _desc))
+    register(MetricFamily(_family, _higher, "fraction", "ratio", "none", _desc, layer="set"))
 register(
     MetricFamily(
         "ann_recall", True, "fraction", "mean", "required",
-        "tie-tolerant |ANN top-K ∩ exact top-K| / K",
+        "tie-tolerant |ANN top-K ∩ exact top-K| / K", layer="ann",
     )
 )
 
@@ -298,7 +307,7 @@ for _family, _desc in (
     ("answer_correct", "1 when the configured correctness rule holds (feeds answered_accuracy)"),
     ("abstained", "1 when the answer abstains (refusal patterns); coverage is 1 - its mean"),
 ):
-    register(MetricFamily(_family, True, "fraction", "mean", "none", _desc))
+    register(MetricFamily(_family, True, "fraction", "mean", "none", _desc, layer="answer"))
 
 # LLM-judge metrics (bench/judge/): per-query values of `ok` verdicts only; invalid and
 # no_claims verdicts are counted in completion accounting, never averaged.
@@ -312,12 +321,12 @@ for _family, _desc in (
     ("refusal_correct", "1 when a must-abstain query was refused"),
     ("pairwise_preference", "1 win, 0.5 tie, 0 loss of the config against the other, both orders"),
 ):
-    register(MetricFamily(_family, True, "fraction", "mean", "none", _desc))
+    register(MetricFamily(_family, True, "fraction", "mean", "none", _desc, layer="judge"))
 for _family, _desc in (
     ("position_consistency", "pairwise verdicts that agree in both presentation orders"),
     ("judge_schema_validity", "judge calls whose first raw output passed schema and validator"),
 ):
-    register(MetricFamily(_family, True, "fraction", "ratio", "none", _desc))
+    register(MetricFamily(_family, True, "fraction", "ratio", "none", _desc, layer="set"))
 
 # Context metrics (bench/context/metrics.py): the evidence in the prompt the generator saw,
 # at that context's own passage count (document level, chunk-aware), per answered query.

@@ -175,6 +175,10 @@ def _pcts(xs: Sequence[float]) -> tuple[float | None, float | None]:
     return float(p50), float(p95)
 
 
+def _p99(xs: Sequence[float]) -> float | None:
+    return float(np.percentile(np.asarray(xs, dtype=np.float64), 99)) if xs else None
+
+
 def _mean(xs: Sequence[float]) -> float | None:
     return float(np.mean(xs)) if xs else None
 
@@ -187,8 +191,9 @@ def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
     """``rows`` / ``dataset``: the config's answer rows (``answer_values``) and its dataset,
     for the context-by-answer diagnosis (None without them)."""
     ok = [g for g in a.generations if g.status == "ok"]
-    ttft = _pcts([g.ttft_ms for g in ok if g.ttft_ms is not None])
-    tpot = _pcts([g.tpot_ms for g in ok if g.tpot_ms is not None])
+    ttft_ms = [g.ttft_ms for g in ok if g.ttft_ms is not None]
+    tpot_ms = [g.tpot_ms for g in ok if g.tpot_ms is not None]
+    ttft, tpot = _pcts(ttft_ms), _pcts(tpot_ms)
     itl = _pcts([x for g in ok for x in g.itl_ms])
     e2e = _pcts([g.e2e_ms for g in ok])
     calls = [c for v in a.verdicts for c in v.calls]
@@ -239,6 +244,9 @@ def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
         judge_model=None if judge_model is None else generator_name(judge_model),
         memo=None if memo is None else (memo.answer_hits, memo.answer_misses,
                                         memo.judge_hits, memo.judge_misses),
+        ttft_p99_ms=_p99(ttft_ms), tpot_p99_ms=_p99(tpot_ms),
+        abstention_hallucination_rate=None if sc is None or sc.recall is None
+        else 1.0 - sc.recall,
         context_passages_mean=_mean([len(c.passages) for c in a.contexts]),
         context_docs_mean=_mean([len(c.doc_ids) for c in a.contexts]),
         diagnosis=None if dataset is None or not rows else diagnose(
@@ -294,8 +302,13 @@ def gold_probe_summary(spec: ConfigSpec, executor: Executor, scope: JudgedScope 
 
 
 def with_generation_latency(row: ConfigRow, g: GenerationSummary | None) -> ConfigRow:
-    """configs.parquet's TTFT/TPOT columns of a generated config."""
+    """configs.parquet's TTFT/TPOT and abstention columns of a generated config."""
     if g is None:
         return row
     return replace(row, ttft_p50_ms=g.ttft_p50_ms, ttft_p95_ms=g.ttft_p95_ms,
-                   tpot_p50_ms=g.tpot_p50_ms, tpot_p95_ms=g.tpot_p95_ms)
+                   tpot_p50_ms=g.tpot_p50_ms, tpot_p95_ms=g.tpot_p95_ms,
+                   ttft_p99_ms=g.ttft_p99_ms, tpot_p99_ms=g.tpot_p99_ms,
+                   abstention_precision=g.abstention_precision,
+                   abstention_recall=g.abstention_recall, abstention_coverage=g.coverage,
+                   answered_accuracy=g.answered_accuracy,
+                   abstention_hallucination_rate=g.abstention_hallucination_rate)

@@ -141,6 +141,11 @@ class Stage:
     takes_device: bool = False
     #: its groups may not be disabled (``_target_: null``)
     required: bool = False
+    #: which configs' rows hold ``config_metrics`` (release gates bound only those): config
+    #: kinds (empty: every kind) and op stages one of which the config's chain must hold
+    #: (empty: any chain)
+    config_kinds: tuple[str, ...] = ()
+    config_nodes: tuple[str, ...] = ()
 
     def expand(self, state: PlanState) -> PlanState:
         if self.expander is None:

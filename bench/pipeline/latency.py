@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bench.metrics.stats import PercentileCI, percentile_ci
+from bench.pipeline.lanes import ConfigKind
 from bench.pipeline.node import Phase
 
 if TYPE_CHECKING:  # the run's records import the settings, which import this module
@@ -92,8 +93,10 @@ class LatencyRun:
 
 
 def timed_configs(configs: Sequence[ConfigRun]) -> list[ConfigRun]:
-    """Kept configs whose chain has query-time work (a pruned config has no pool)."""
-    return [c for c in configs if c.pool is not None
+    """Kept configs whose chain has query-time work (a pruned config has no pool). Generated
+    configs are left out: their whole request (chain, context, generation) is timed per
+    answered query by the generation stage (``request`` samples)."""
+    return [c for c in configs if c.pool is not None and c.spec.kind is not ConfigKind.GENERATED
             and any(n.phase is Phase.QUERY for n in c.spec.chain)]
 
 

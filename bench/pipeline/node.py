@@ -8,8 +8,12 @@ pipeline needs to know about it — nothing about a stage is listed centrally:
 - ``phase``: ``INDEX`` (built once per corpus and shared: chunks, embeddings, indexes),
   ``QUERY`` (work a serving system does per request: query encoding, search, fusion,
   filters, reranking) or ``OFFLINE`` (evaluation work no request pays: reference searches,
-  latency measurements, reports; answers and verdicts, which are generated in batch after
-  retrieval — end-to-end latency is the retrieval chain's);
+  latency measurements, reports; verdicts; answers and their contexts, which are generated
+  in batch after retrieval);
+- ``request_stages``: stages of serving work an ``OFFLINE`` op does for every request but
+  measures in its batch (context assembly, generation): their samples in a config's timings
+  (per-query, or a whole-stage total shared evenly) count into that config's end-to-end
+  latency and cost, though the per-query chain (budget probe, capacity) does not run them;
 - ``latency_stages``: the per-query latency stages its ``run_one`` times (a query-time op);
   samples of these names in a config's timings add up to its end-to-end latency, a budget
   ceiling may name them, and a ceiling broken on one prunes the first node emitting it;
@@ -114,6 +118,7 @@ class OpTraits:
     inheriting this."""
 
     latency_stages: ClassVar[tuple[str, ...]] = ()
+    request_stages: ClassVar[tuple[str, ...]] = ()
     work_stages: ClassVar[tuple[str, ...]] = ()
     Inputs: ClassVar[type] = NoInputs
 

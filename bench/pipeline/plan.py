@@ -36,7 +36,7 @@ from bench.pipeline.lanes import (
     label_of,
     params_label,
 )
-from bench.pipeline.node import Node, Phase, ValueOp
+from bench.pipeline.node import Node, OpTraits, Phase, ValueOp
 from bench.pipeline.stages import STAGES
 from bench.retrieval.stage import EXACT_REFERENCE_LABEL
 
@@ -159,6 +159,18 @@ class Plan:
             if n.phase is Phase.QUERY:
                 out.update(dict.fromkeys(n.op.latency_stages))
         return tuple(out)
+
+    def e2e_stages(self, spec: ConfigSpec) -> tuple[str, ...]:
+        """The stages whose samples add up to ``spec``'s end-to-end latency: the plan's
+        query-time stages, then the request stages of its chain's batch ops (a generated
+        config's context assembly and generation). A retrieval config's are the plan's
+        query-time stages alone."""
+        extra: dict[str, None] = {}
+        for n in spec.chain:
+            if isinstance(n.op, OpTraits):  # an op without the traits serves no requests
+                extra.update(dict.fromkeys(s for s in n.op.request_stages
+                                           if s not in self._query_time_stages))
+        return (*self._query_time_stages, *extra)
 
     def node_name(self, node: Node) -> str:
         """run.json's cache-hit key: the stage, with the label where the plan has several

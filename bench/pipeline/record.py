@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -18,13 +18,22 @@ from bench.capacity.base import CapacityRun
 from bench.chunking.stage import ChunkReport
 from bench.config.schema import GateConfig
 from bench.config.toplevel import CONFIG_GATE_METRICS, check_gates_matched
+from bench.cost.prices import (
+    COMPONENTS,
+    CostSummary,
+    Prices,
+    QueryCosts,
+    cost_summary,
+    query_costs,
+)
 from bench.data.base import Dataset
 from bench.embedding.stage import Embeddings
 from bench.errors import BenchError
 from bench.filters.base import FilterOutcome
 from bench.filters.entitlement import count_unauthorized
-from bench.gates.junit import JUNIT_NAME, regression_cases, threshold_cases, write_junit
+from bench.gates.junit import JUNIT_NAME, regression_cases, result_cases, write_junit
 from bench.gates.regression import RegressionOutcome, evaluate
+from bench.generation.base import Generation
 from bench.generation.stage import ContextOp
 from bench.index.stage import IndexArtifact
 from bench.judge.base import failure_mode, pair_failure_mode
@@ -32,15 +41,24 @@ from bench.metrics.decisions import DecisionRecord
 from bench.metrics.stats import CompletionAccounting, PercentileCI, percentile_ci
 from bench.pipeline.answers import answered, with_generation_latency
 from bench.pipeline.executor import Executor
+from bench.pipeline.gates import (
+    GateResult,
+    completion_shares,
+    config_has,
+    evaluate_gates,
+    stages_enabled,
+)
 from bench.pipeline.latency import PERCENTILES, LatencyEstimate, LatencyRun, LatencySettings
 from bench.pipeline.outcome import ConfigRun, Executed, RunResult
 from bench.pipeline.plan import ConfigKind, Plan
 from bench.pipeline.probe import probe_json, work_saved
+from bench.pipeline.request import REQUEST
 from bench.precision import precision_json
 from bench.report.base import ConfigReport, RunReport
 from bench.results import schema
 from bench.results.mteb import write_mteb_json
 from bench.results.records import (
+    Accounting,
     Comparison,
     ConfigRow,
     FilterDecisionRecord,
@@ -66,47 +84,42 @@ log = logging.getLogger("bench")
 _INDEXED = (ConfigKind.DENSE, ConfigKind.RERANKED)
 
 def check_gates(gates: Sequence[GateConfig], rows: list[SummaryRow], pruned: set[str],
-                config_rows: list[ConfigRow] | None = None) -> list[str]:
+                config_rows: list[ConfigRow] | None = None, *,
+                has: Mapping[str, frozenset[str]] | None = None,
+                accounting: Mapping[tuple[str, str], Accounting] | None = None,
+                notes: Mapping[tuple[str, str], str] | None = None) -> list[str]:
     """Failed gates over the configs that ran (a pruned config is reported as pruned, not
-    gated), each saying by how much. Quality gates read summary rows (per scope); budget
-    gates (``CONFIG_GATE_METRICS``: e2e_p95_ms, unauthorized_hits, cost_per_query, ...) read
-    each config's configs.parquet row."""
-    quality = [g for g in gates if g.metric not in CONFIG_GATE_METRICS]
+    gated), each with its value, bound and margin (``bench.pipeline.gates``). Summary gates
+    read summary rows (per scope); config gates (``CONFIG_GATE_METRICS``) read the
+    configs.parquet row of each config that has the metric (``has``: metric -> config ids;
+    None: every config)."""
+    return [g.line for g in gate_results(gates, rows, pruned, config_rows, has=has,
+                                         accounting=accounting, notes=notes) if not g.passed]
+
+
+def gate_results(gates: Sequence[GateConfig], rows: list[SummaryRow], pruned: set[str],
+                 config_rows: list[ConfigRow] | None = None, *,
+                 has: Mapping[str, frozenset[str]] | None = None,
+                 accounting: Mapping[tuple[str, str], Accounting] | None = None,
+                 notes: Mapping[tuple[str, str], str] | None = None) -> list[GateResult]:
+    """Every gate on every config it reads, passed or not (check_gates: the failed ones)."""
     check_gates_matched(gates, [(r.metric, r.scope) for r in rows])
-    failed = []
-    for gate in quality:
-        for r in rows:
-            if r.metric != gate.metric or r.scope != gate.scope or r.config_id in pruned:
-                continue
-            if r.mean is None:
-                failed.append(f"{r.config_id} {gate.metric}[{gate.scope}]: no scored queries")
-                continue
-            lo = r.ci_low if gate.use_ci_bound else r.mean
-            hi = r.ci_high if gate.use_ci_bound else r.mean
-            failed += _bound_failures(f"{r.config_id} {gate.metric}[{gate.scope}]", gate, lo, hi)
-    for gate in gates:
-        if gate.metric not in CONFIG_GATE_METRICS:
-            continue
-        for c in config_rows or []:
-            if c.status != "ok":
-                continue
-            v = getattr(c, gate.metric)
-            what = f"{c.config_id} {gate.metric}[{gate.scope}]"
-            if v is None:
-                failed.append(f"{what}: not measured by this run, so the gate cannot pass")
-                continue
-            failed += _bound_failures(what, gate, float(v), float(v))
-    return failed
+    configs = list(config_rows or [])
+    if not configs:  # summary gates alone (callers without config rows)
+        configs = [_bare_row(cid) for cid in dict.fromkeys(r.config_id for r in rows)]
+    configs = [c if c.config_id not in pruned else replace(c, status="pruned")
+               for c in configs]
+    if has is None:
+        ids = frozenset(c.config_id for c in configs)
+        has = {m: ids for m in CONFIG_GATE_METRICS}
+    return evaluate_gates(gates, rows, configs, has=has, accounting=accounting or {},
+                          notes=notes or {})
 
 
-def _bound_failures(what: str, gate: object, lo: float | None, hi: float | None) -> list[str]:
-    g_min, g_max = getattr(gate, "min", None), getattr(gate, "max", None)
-    out = []
-    if g_min is not None and lo is not None and lo < g_min:
-        out.append(f"{what} {lo:.4f} < min {g_min} (short by {g_min - lo:.4g})")
-    if g_max is not None and hi is not None and hi > g_max:
-        out.append(f"{what} {hi:.4f} > max {g_max} (over by {hi - g_max:.4g})")
-    return out
+def _bare_row(config_id: str) -> ConfigRow:
+    return ConfigRow(config_id, "", "", "{}", None, "ok", None, None, None, None, None, 0,
+                     None, None, None, 0, None, None, None, None, None, None, 0, None, None,
+                     None)
 
 
 def decision_columns(c: ConfigRun, row: ConfigRow, done: Executed) -> ConfigRow:
@@ -128,14 +141,19 @@ def decision_columns(c: ConfigRun, row: ConfigRow, done: Executed) -> ConfigRow:
         fields.update(budget_name=check.name, budget_limit=check.limit,
                       budget_measured=check.measured, budget_bound=check.bound)
     budget = None if probe is None else probe.budget
-    if isinstance(budget, ChainBudget) and budget.price_per_hour is not None:
+    prices = done.comps.get("cost")
+    if isinstance(prices, Prices):
+        if c.pool is not None:
+            fields.update(cost_columns(query_cost_of(c, done, prices), prices))
+    elif isinstance(budget, ChainBudget) and budget.price_per_hour is not None:
         if p is not None and p.e2e_mean_ms is not None:
             fields.update(cost_per_query=budget.cost_per_query(p.e2e_mean_ms),
                           cost_basis=f"{budget.price_per_hour:g} per {budget.price_unit} x "
                                      f"probe e2e mean {p.e2e_mean_ms:.3f} ms "
                                      f"({len(p.e2e_ms)} queries, query embedding included)")
         elif row.e2e_p50_ms is not None and c.pool is not None:
-            e2e = end_to_end_ms(c.timings, done.plan.query_time_stages())
+            e2e = end_to_end_ms(e2e_timings(c.timings, done.plan.query_time_stages()),
+                                done.plan.e2e_stages(c.spec))
             mean = float(np.mean(e2e))
             fields.update(cost_per_query=budget.cost_per_query(mean),
                           cost_basis=f"{budget.price_per_hour:g} per {budget.price_unit} x "
@@ -149,6 +167,58 @@ def decision_columns(c: ConfigRun, row: ConfigRow, done: Executed) -> ConfigRow:
         if peak is not None:
             fields.update(peak_vram_bytes=peak[0], peak_vram_measure=f"{peak[1]} (chain stages)")
     return replace(row, **fields)  # type: ignore[arg-type]
+
+
+def query_cost_of(c: ConfigRun, done: Executed, prices: Prices) -> QueryCosts:
+    """One config's per-query cost by component over the queries its end-to-end latency is
+    measured on (a generated config: its answered queries)."""
+    qids, stage_ms = stage_ms_by_query(
+        e2e_timings(c.timings, done.plan.query_time_stages()), done.plan.e2e_stages(c.spec))
+    tokens = None
+    if c.spec.answers is not None:
+        gens: list[Generation] = done.executor.value(c.spec.answers)
+        by_id = {g.request_id: g for g in gens}
+        tokens = (np.asarray([by_id[q].prompt_tokens if q in by_id else 0 for q in qids]),
+                  np.asarray([by_id[q].output_tokens if q in by_id else 0 for q in qids]))
+    index = c.node("index")
+    info = index.value.info if index is not None and isinstance(index.value, IndexArtifact) \
+        else None
+    return query_costs(prices, query_ids=qids, stage_ms=stage_ms, tokens=tokens,
+                       index_bytes=None if info is None else info.index_bytes,
+                       has_index=index is not None)
+
+
+def cost_columns(costs: QueryCosts, prices: Prices) -> dict[str, object]:
+    """configs.parquet's cost columns: the total's mean / p50 / p99, each priced
+    component's mean, what was not priced and the basis."""
+    stats = costs.stats()
+    if not stats:
+        return {"cost_unpriced": "; ".join(costs.unpriced) or None,
+                "cost_basis": "no end-to-end samples to price"}
+    total = stats["total"]
+    parts = [f"price_per_hour {prices.price_per_hour:g}/{prices.price_unit}"
+             if prices.price_per_hour is not None else None,
+             f"tokens {prices.prompt_price_per_mtok:g} prompt + "
+             f"{prices.output_price_per_mtok:g} output per Mtok"
+             if prices.prompt_price_per_mtok is not None
+             and prices.output_price_per_mtok is not None else None,
+             f"generation {prices.generation_price_per_hour:g}/hour"
+             if prices.generation_price_per_hour is not None else None,
+             f"storage {prices.storage_price_per_gb_month:g}/GB-month over "
+             f"{prices.queries_per_month:g} queries/month"
+             if prices.storage_price_per_gb_month is not None else None]
+    basis = (f"sum of {', '.join(costs.components) or 'no'} components over "
+             f"{int(total['n'])} queries; " + "; ".join(x for x in parts if x))
+    if costs.unpriced:
+        basis += "; not priced: " + "; ".join(costs.unpriced)
+    out: dict[str, object] = {
+        "cost_per_query": total["mean"], "cost_p50_per_query": total["p50"],
+        "cost_p99_per_query": total["p99"], "cost_basis": basis,
+        "cost_unpriced": "; ".join(costs.unpriced) or None}
+    for comp in COMPONENTS:
+        if comp in stats:
+            out[f"cost_{comp}"] = stats[comp]["mean"]
+    return out
 
 
 def telemetry_json(telemetry: Telemetry) -> dict[str, Any]:
@@ -217,11 +287,16 @@ def end_to_end_ms(timings: tuple[StageTiming, ...], stages: tuple[str, ...]) -> 
 STAGE_SUM_SOURCE = "sum of stage samples"
 
 
+#: latency_source of a generated config's e2e: its request samples (the retrieval chain run
+#: alone per answered query) plus context assembly and generation
+WHOLE_REQUEST_SOURCE = "whole request: chain + context + generation"
+
+
 def e2e_columns(e2e: list[float], measured: LatencyEstimate | None,
-                settings: LatencySettings) -> dict[str, Any]:
+                settings: LatencySettings, source: str = STAGE_SUM_SOURCE) -> dict[str, Any]:
     """configs.parquet's e2e figures: the interleaved pass's where it timed the config, else
-    the per-op samples summed along the chain; each percentile with its bootstrap CI over the
-    requests it rests on."""
+    ``e2e`` (per-query sums, described by ``source``); each percentile with its bootstrap CI
+    over the requests it rests on."""
     pcts: Sequence[PercentileCI]
     if measured is not None:
         pcts, n, warm, source = ((measured.p50, measured.p95, measured.p99), measured.n,
@@ -230,7 +305,7 @@ def e2e_columns(e2e: list[float], measured: LatencyEstimate | None,
         pcts = tuple(percentile_ci(np.asarray(e2e), q, resamples=settings.resamples,
                                    seed=settings.seed, confidence=settings.confidence)
                      for q in PERCENTILES)
-        n, warm, source = len(e2e), None, STAGE_SUM_SOURCE
+        n, warm = len(e2e), None
     else:
         return {"n_e2e_samples": 0}
     out: dict[str, Any] = {"n_e2e_samples": n, "n_latency_warmup": warm,
@@ -241,9 +316,55 @@ def e2e_columns(e2e: list[float], measured: LatencyEstimate | None,
     return out
 
 
+def e2e_timings(timings: Sequence[StageTiming], query_stages: tuple[str, ...]
+                ) -> tuple[StageTiming, ...]:
+    """The samples a config's end-to-end latency adds up. A generated config's whole
+    requests: its ``request`` samples (the query-time chain run alone per answered query)
+    stand for the query-time stages, plus its request stages' own samples (context,
+    generation); any other config's samples as they are."""
+    if not any(t.sample_kind == REQUEST for t in timings):
+        return tuple(timings)
+    return tuple(replace(t, sample_kind="query") if t.sample_kind == REQUEST else t
+                 for t in timings
+                 if t.sample_kind == REQUEST or t.stage not in query_stages)
+
+
+def stage_ms_by_query(timings: Sequence[StageTiming], stages: tuple[str, ...]
+                      ) -> tuple[list[str], dict[str, np.ndarray]]:
+    """The queries ``end_to_end_ms`` sums over (sorted) and, per stage, each one's ms: its
+    own single-query samples plus an even share of the stage's whole-stage samples."""
+    per_stage: dict[str, dict[str, float]] = {}
+    shared: dict[str, float] = {}
+    for t in timings:
+        if t.stage not in stages:
+            continue
+        if t.sample_kind == "query" and t.query_id is not None:
+            mine = per_stage.setdefault(t.stage, {})
+            mine[t.query_id] = mine.get(t.query_id, 0.0) + t.wall_ms
+        elif t.sample_kind == "total" and t.n_items:
+            shared[t.stage] = shared.get(t.stage, 0.0) + t.wall_ms / t.n_items
+    if not per_stage:
+        return [], {}
+    common = sorted(set.intersection(*(set(v) for v in per_stage.values())))
+    out = {st: np.asarray([v[q] for q in common], dtype=np.float64)
+           for st, v in per_stage.items()}
+    for st, ms in shared.items():
+        out[st] = out.get(st, np.zeros(len(common))) + ms
+    return common, out
+
+
+def completion_columns(s: ConfigScores) -> dict[str, object]:
+    """configs.parquet's completion columns from a config's per-metric accounting."""
+    shares = completion_shares({m: s.accounting(m) for m in s.values})
+    out: dict[str, object] = {name: v for name, (v, _) in shares.items()}
+    if "incomplete_share" in shares:
+        out["incomplete_metric"] = shares["incomplete_share"][1]
+    return out
+
+
 def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None,
-               stages: tuple[str, ...], latency: LatencyRun, settings: LatencySettings
-               ) -> ConfigRow:
+               stages: tuple[str, ...], query_stages: tuple[str, ...], latency: LatencyRun,
+               settings: LatencySettings) -> ConfigRow:
     spec = c.spec
     params = json.dumps(dict(spec.params), sort_keys=True, default=str)
     fused = c.node("fusion") is not None
@@ -256,8 +377,14 @@ def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None,
     if batch and total_ms > 0:
         qps = sum(t.n_items for t in batch) / (total_ms / 1000.0)
     p50, p95, p99 = _percentiles(single)
-    e2e = end_to_end_ms(c.timings, stages)
-    e2e_cols = e2e_columns(e2e, latency.estimates.get(spec.config_id), settings)
+    e2e = end_to_end_ms(e2e_timings(c.timings, query_stages or stages), stages)
+    # the interleaved pass times retrieval chains; a generated config's whole request
+    # (chain + context + generation) comes from its own request samples
+    measured = None if spec.kind is ConfigKind.GENERATED else latency.estimates.get(
+        spec.config_id)
+    e2e_cols = e2e_columns(e2e, measured, settings,
+                           WHOLE_REQUEST_SOURCE if spec.kind is ConfigKind.GENERATED
+                           else STAGE_SUM_SOURCE)
     rr = c.node("rerank")
     rerank_ms = [] if rr is None else [t.wall_ms for t in rr.timings if t.sample_kind == "query"]
     r50, r95, r99 = _percentiles(rerank_ms)
@@ -365,15 +492,23 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     reports: list[ConfigReport] = []
     primary = settings.primary_metric
     filter_rows: list[FilterQueryRow] = []
+    prices = done.comps.get("cost")
+    costs: list[CostSummary] = []
     for c, s in zip(done.configs, done.scores, strict=True):
+        if isinstance(prices, Prices) and c.pool is not None:
+            costs.append(cost_summary(c.spec.config_id, c.spec.label,
+                                      query_cost_of(c, done, prices)))
         per_query += per_query_rows(s)
         filter_rows += filter_query_rows(c, dataset)
         timing_rows += [(c.spec.config_id, t) for t in c.timings]
         row = decision_columns(c, with_generation_latency(
-            config_row(c, dataset, c.filter_outcome, done.plan.query_time_stages(),
-                       latency or LatencyRun({}, []), settings.latency),
+            config_row(c, dataset, c.filter_outcome, done.plan.e2e_stages(c.spec),
+                       done.plan.query_time_stages(), latency or LatencyRun({}, []),
+                       settings.latency),
             done.generation.get(c.spec.config_id)),
             done)
+        if c.pool is not None:
+            row = replace(row, **completion_columns(s))  # type: ignore[arg-type]
         config_rows.append(row)
         if c.pool is not None:
             write_trec_run(run_dir / f"run.{c.spec.config_id}.trec", dataset, c.pool.hits,
@@ -381,11 +516,17 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         reports.append(ConfigReport(c.spec.config_id, c.spec.label, dict(c.spec.params),
                                     completion(s, primary), s.summary, c.timings,
                                     c.pruned_reason, row, s))
-    failed = check_gates(settings.gates, summary_rows,
-                         {c.spec.config_id for c in done.configs if c.pool is None}, config_rows)
-    for f in failed:
-        log.error("gate failed: %s", f)
     summary_acc = {(s.config_id, m): s.accounting(m) for s in done.scores for m in s.values}
+    results = gate_results(settings.gates, summary_rows,
+                           {c.spec.config_id for c in done.configs if c.pool is None},
+                           config_rows, has=gate_configs(done), accounting=summary_acc,
+                           notes=gate_notes(config_rows))
+    failed = [g.line for g in results if not g.passed]
+    for g in results:
+        if g.passed:
+            log.info("gate passed: %s", g.line)
+        else:
+            log.error("gate failed: %s", g.line)
     write_records(per_query, schema.PER_QUERY, run_dir / "per_query.parquet", run_id)
     write_records([{"config_id": cid, **asdict(t)} for cid, t in timing_rows], schema.TIMINGS,
                   run_dir / "timings.parquet", run_id)
@@ -403,7 +544,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                       run_dir / "latency.parquet", run_id)
     write_records(judgement_rows(done), schema.JUDGEMENTS, run_dir / "judgements.parquet",
                   run_id)
-    regression = regression_gates(done, run_dir, config_rows, summary_rows)
+    regression = regression_gates(done, run_dir, config_rows, results)
     if regression is not None:
         for f in regression.failure_lines():
             log.error("gate failed: %s", f)
@@ -470,6 +611,9 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         "failed_gates": failed,
         **data_selection_json(done),
         "regression_gates": None if regression is None else regression.to_json(),
+        "gates": [asdict(g) for g in results],
+        "cost": None if not isinstance(prices, Prices) else {
+            "prices": prices.settings(), "configs": [asdict(x) for x in costs]},
         "wall_s": wall_s,
         **({} if capacity is None else {"capacity": capacity.to_json()}),
     })
@@ -486,6 +630,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
             decisions=tuple(decisions), cache_hits=cache_hits,
             filters_enabled=done.comps.filters is not None, chunk_report=chunk_report,
             failed_gates=tuple(failed), wall_s=wall_s,
+            passed_gates=tuple(g.line for g in results if g.passed), costs=tuple(costs),
             resources=tuple(done.telemetry.samples),
             generation=tuple(done.generation.values()),
             gold_probes=tuple(done.gold_probes.values()), capacity=capacity,
@@ -497,7 +642,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
 
 
 def regression_gates(done: Executed, run_dir: Path, config_rows: list[ConfigRow],
-                     summary_rows: list[SummaryRow]) -> RegressionOutcome | None:
+                     results: Sequence[GateResult]) -> RegressionOutcome | None:
     """The regression gates against ``gates_against`` (per_query.parquet and configs.parquet
     of this run must be written), and the JUnit XML of every gate (gates.junit.xml in the run
     dir, and ``gates_junit``) when the run has any."""
@@ -512,9 +657,7 @@ def regression_gates(done: Executed, run_dir: Path, config_rows: list[ConfigRow]
         # a failure's table is a warning: it is what the user must read
         log.log(logging.WARNING if outcome.failed else logging.INFO, "regression gates:\n%s",
                 outcome.table())
-    cases = threshold_cases(s.gates, summary_rows,
-                            {c.spec.config_id for c in done.configs if c.pool is None},
-                            config_rows)
+    cases = result_cases(results, [c for c in config_rows if c.status == "pruned"], s.gates)
     if outcome is not None:
         cases += regression_cases(outcome)
     if cases:
@@ -544,6 +687,25 @@ def data_notes(done: Executed) -> tuple[str, ...]:
     if done.contamination is not None:
         out += [f"⚠ Contamination: {w}" for w in done.contamination.warnings()]
     return tuple(out)
+
+
+def gate_configs(done: Executed) -> dict[str, frozenset[str]]:
+    """Config metric -> ids of the configs whose rows hold it (``bench.pipeline.gates``)."""
+    enabled = stages_enabled(done.comps)
+    return {m: frozenset(c.config_id for c in done.plan.configs if config_has(m, c, enabled))
+            for m in CONFIG_GATE_METRICS}
+
+
+def gate_notes(config_rows: Sequence[ConfigRow]) -> dict[tuple[str, str], str]:
+    """What a config value rests on, for gate lines: cost's unpriced parts, completion's
+    worst metric."""
+    out: dict[tuple[str, str], str] = {}
+    for c in config_rows:
+        if c.cost_unpriced:
+            out[(c.config_id, "cost_per_query")] = f"not priced: {c.cost_unpriced}"
+        if c.incomplete_metric:
+            out[(c.config_id, "incomplete_share")] = f"worst metric {c.incomplete_metric}"
+    return out
 
 
 def write_mteb_files(run_dir: Path, dataset: Dataset, rows: list[SummaryRow],

@@ -14,6 +14,7 @@ is no per-stage code here: each op's ``run_one`` sits next to its batch code.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from bench.capacity.base import RequestTiming
@@ -21,6 +22,10 @@ from bench.data.base import Dataset
 from bench.pipeline.executor import Executor
 from bench.pipeline.node import Node, OneQuery, Phase, QueryOp, QueryTimer
 from bench.retrieval.base import order_key
+from bench.telemetry.base import StageTiming
+
+#: sample kind of one stage of one whole request (``QueryChain.timed``)
+REQUEST = "request"
 
 
 class QueryChain:
@@ -54,6 +59,20 @@ class QueryChain:
             else:  # offline work: no request pays it
                 vals[n.key] = None
         return timer.ms, None if self._last is None else vals[self._last]
+
+    def timed(self, query_ids: Sequence[str]) -> list[StageTiming]:
+        """Each of these queries' chain run alone, one ``request`` sample per latency stage
+        (a generated config's answered queries: the retrieval part of its whole requests,
+        whatever queries the batch stages' own latency samples drew)."""
+        index = {q.query_id: i for i, q in enumerate(self.dataset.queries)}
+        if query_ids:  # warm-up, as the probe does: first-call costs (model load) are no latency
+            self(index[query_ids[0]])
+        out = []
+        for qid in query_ids:
+            ms, _ = self(index[qid])
+            out += [StageTiming(stage, REQUEST, 1, v, self.device, query_id=qid)
+                    for stage, v in ms.items()]
+        return out
 
     def request(self, i: int) -> RequestTiming:
         """Capacity driver: request i is query ``i mod n_queries``'s whole chain."""

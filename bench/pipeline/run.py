@@ -33,7 +33,7 @@ from bench.filters.base import eligible_gold
 from bench.filters.entitlement import check_tenants
 from bench.filters.hard_vs_soft import HardVsSoft
 from bench.gates.regression import check_critical
-from bench.generation.base import Generator, SamplingParams
+from bench.generation.base import Generation, Generator, SamplingParams
 from bench.generation.memo import MemoCounts, MemoGenerator, sum_counts
 from bench.generation.stage import (
     GenerationSettings,
@@ -58,6 +58,7 @@ from bench.pipeline.answers import (
 from bench.pipeline.components import Components, build_components, validate_top_level
 from bench.pipeline.device import resolve_device
 from bench.pipeline.executor import Executor
+from bench.pipeline.gates import check_run_gates
 from bench.pipeline.latency import LatencyRun
 from bench.pipeline.outcome import ConfigRun, Executed, RunResult
 from bench.pipeline.plan import ConfigKind, ConfigSpec, Plan, plan
@@ -168,6 +169,7 @@ def prepare(cfg: DictConfig) -> Prepared:
     the_plan = plan(comps, dataset, device=device,
                     relevance_level=settings.metrics.relevance_level, generation=gen)
     check_budget_stages(comps, the_plan)
+    check_run_gates(settings.gates, the_plan.configs, comps)
     check_decision_configs(settings, the_plan)
     return Prepared(settings, run_id, device, comps, telemetry, dataset, data_timing, gen,
                     the_plan, Executor(store, telemetry, device), selection, found)
@@ -205,7 +207,7 @@ def execute(p: Prepared) -> tuple[list[ConfigRun], ProbeOutcome, dict[str, MemoC
         for spec in the_plan.configs:
             before = [g.counts.snapshot() for g in memo]
             configs.append(execute_config(spec, the_plan, executor, probe.pruned,
-                                          p.data_timing))
+                                          p.data_timing, p.dataset, p.device))
             if memo and spec.kind is ConfigKind.GENERATED:
                 memo_by_config[spec.config_id] = sum_counts(
                     [g.counts.since(b) for g, b in zip(memo, before, strict=True)])
@@ -391,7 +393,8 @@ def check_budget_stages(comps: Components, the_plan: Plan) -> None:
 
 
 def execute_config(spec: ConfigSpec, the_plan: Plan, executor: Executor,
-                   pruned: dict[str, str], data_timing: StageTiming) -> ConfigRun:
+                   pruned: dict[str, str], data_timing: StageTiming,
+                   dataset: Dataset | None = None, device: str = "cpu") -> ConfigRun:
     chain = spec.chain
     reason = next((pruned[n.key] for n in chain if n.key in pruned), None)
     if reason is not None:
@@ -405,7 +408,26 @@ def execute_config(spec: ConfigSpec, the_plan: Plan, executor: Executor,
                            executor.value(the_plan.embed_docs),
                            executor.value(the_plan.embed_queries))
     timings = (data_timing, *(t for r in resolved for t in r.timings))
+    if spec.answers is not None and dataset is not None:
+        timings = (*timings, *answered_requests(spec, executor, dataset, device))
     return ConfigRun(spec, pool, resolved, timings, None, extra)
+
+
+def answered_requests(spec: ConfigSpec, executor: Executor, dataset: Dataset, device: str
+                      ) -> list[StageTiming]:
+    """A generated config's whole requests, retrieval part: its pool's query-time chain run
+    alone for each answered query (``request`` samples). The pool's own per-query samples
+    may be drawn on other queries (rerank latency: a seeded sample), so they cannot be
+    added to these answers' generation times."""
+    from bench.pipeline.request import QueryChain
+
+    assert spec.answers is not None
+    gens: list[Generation] = executor.value(spec.answers)
+    chain = QueryChain(spec.pool_node.ancestors(), executor, dataset, device)
+    with_chain = [g.request_id for g in gens]
+    log.info("stage %-10s %s: %d answered queries' retrieval chains timed one by one "
+             "(whole-request latency)", "request", spec.label, len(with_chain))
+    return chain.timed(with_chain)
 
 
 def memo_generators(comps: Components) -> list[MemoGenerator]:

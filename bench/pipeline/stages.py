@@ -13,8 +13,20 @@ from __future__ import annotations
 
 from bench.pipeline.lanes import Stage
 
-#: configs.parquet columns every config's chain fills (end-to-end latency along the chain)
+#: configs.parquet columns every config's chain fills (end-to-end latency along the chain;
+#: for a generated config the whole request: retrieval chain, context and generation)
 CHAIN_METRICS = ("e2e_p50_ms", "e2e_p95_ms", "e2e_p99_ms")
+#: configs.parquet columns of every config whatever its stages: the retrieved documents its
+#: caller may not see, peak VRAM (a GPU reading), and completion — per config, the largest
+#: share of a metric's expected queries that ended failed / timeout / invalid (``incomplete``:
+#: any of the three), over the config's metrics (``bench.pipeline.gates``)
+EVERY_CONFIG_METRICS = ("unauthorized_hits", "peak_vram_bytes", "failed_share", "timeout_share",
+                        "invalid_share", "incomplete_share")
+#: the cost stage's per-query prices (``bench.cost``): the total's mean / p50 / p99 and each
+#: component's mean
+COST_METRICS = ("cost_per_query", "cost_p50_per_query", "cost_p99_per_query",
+                "cost_embedding", "cost_retrieval", "cost_rerank", "cost_generation",
+                "cost_storage")
 
 STAGES: tuple[Stage, ...] = (
     Stage("dataset", ("dataset",), "bench.pipeline.plan:expand_dataset", required=True),
@@ -22,24 +34,33 @@ STAGES: tuple[Stage, ...] = (
     Stage("embedding", ("embedder",), "bench.embedding.stage:expand", takes_device=True,
           required=True),
     Stage("index", ("index",), "bench.index.stage:expand", ("index_bytes", "build_s"),
-          takes_device=True, required=True),
+          takes_device=True, required=True, config_kinds=("dense", "reranked")),
     Stage("retrieval", ("retriever",), "bench.retrieval.stage:expand",
-          ("p50_ms", "p95_ms", "p99_ms", "qps"), required=True),
+          ("p50_ms", "p95_ms", "p99_ms", "qps"), required=True,
+          config_kinds=("dense", "lexical")),
     Stage("rewrite", ("rewriter",), "bench.rewrite.stage:expand"),
     Stage("lexical", ("lexical",), "bench.lexical.stage:expand"),
     Stage("fusion", ("fusion",), "bench.fusion.stage:expand",
           builder="bench.fusion.stage:build"),
     Stage("filters", ("filters",), "bench.filters.stage:expand",
-          ("unauthorized_hits", "false_exclusion_rate", "doc_false_exclusion_rate",
-           "filter_removed", "pool_false_exclusion_rate", "pool_doc_false_exclusion_rate")),
+          ("false_exclusion_rate", "doc_false_exclusion_rate", "filter_removed",
+           "pool_false_exclusion_rate", "pool_doc_false_exclusion_rate"),
+          config_nodes=("filters",)),
     Stage("rerank", ("reranker",), "bench.rerank.stage:expand",
           ("rerank_p50_ms", "rerank_p95_ms", "rerank_p99_ms", "rerank_pairs_per_s"),
-          takes_device=True),
+          takes_device=True, config_nodes=("rerank",)),
     Stage("generation", ("context", "generator", "answers", "judge"),
-          "bench.generation.stage:expand", builder="bench.pipeline.components:build_answers"),
+          "bench.generation.stage:expand",
+          ("ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms",
+           "tpot_p99_ms", "abstention_precision", "abstention_recall", "abstention_coverage",
+           "answered_accuracy", "abstention_hallucination_rate"),
+          builder="bench.pipeline.components:build_answers", config_kinds=("generated",)),
     # services: no plan nodes; telemetry is built by the run itself (before the dataset loads)
     Stage("telemetry", ("telemetry",), builder="bench.pipeline.components:build_nothing"),
-    Stage("budget", ("budget",), config_metrics=("cost_per_query", "peak_vram_bytes")),
+    Stage("budget", ("budget",)),
+    # prices per query component (bench.cost.prices); cost_per_query also from a budget's
+    # price_per_hour (bench.budget.chain)
+    Stage("cost", ("cost",), config_metrics=COST_METRICS),
     Stage("report", ("report",)),
 )
 
@@ -51,4 +72,4 @@ def stage_groups() -> tuple[str, ...]:
 
 def config_gate_metrics() -> tuple[str, ...]:
     """configs.parquet columns a release gate may bound (one value per config)."""
-    return (*CHAIN_METRICS, *(m for s in STAGES for m in s.config_metrics))
+    return (*CHAIN_METRICS, *EVERY_CONFIG_METRICS, *(m for s in STAGES for m in s.config_metrics))

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from bench.capacity.base import CapacityRun
 from bench.chunking.stage import ChunkReport
+from bench.cost.prices import CostSummary
 from bench.gates.regression import RegressionOutcome
 from bench.metrics.decisions import DecisionRecord
 from bench.metrics.stats import CompletionAccounting
@@ -87,6 +88,10 @@ class RunReport:
     regression: RegressionOutcome | None = None
     #: lines for the report header: the queries evaluated, contamination warnings
     data_notes: tuple[str, ...] = ()
+    #: release gates that held, one line each (value, bound, margin)
+    passed_gates: tuple[str, ...] = ()
+    #: cost per query by component of each priced config (``cost`` group)
+    costs: tuple[CostSummary, ...] = ()
 
 
 class Reporter(Protocol):

@@ -87,8 +87,12 @@ class MarkdownReport:
         lines.append("")
         if r.regression is not None:
             lines += r.regression.markdown()
+        lines += _cost_section(r)
         if r.failed_gates:
             lines += ["## Release gates: FAILED", ""] + [f"- {g}" for g in r.failed_gates]
+        if r.passed_gates:
+            lines += ["", "## Release gates: passed" if not r.failed_gates else "Passed:", ""]
+            lines += [f"- {g}" for g in r.passed_gates]
         lines.append("")
         return "\n".join(lines)
 
@@ -127,7 +131,9 @@ class MarkdownReport:
                   "QPS and p95: the first-stage search (batch mode; single-query mode); e2e "
                   "p95: per query, the sum of the query-time stages along the config's chain "
                   "(the query's own encoding for a dense lane, search, the shares of fusion "
-                  "and filters, reranking) — fused lanes add "
+                  "and filters, reranking; for a generated config also its share of context "
+                  "assembly and the answer's generation, TTFT included: the whole request, "
+                  "over its answered queries) — fused lanes add "
                   "their inputs' latencies. Unauthorized hits: retrieved documents the "
                   "query's caller may not see (checked independently of any filter)"
                   + ("." if r.filters_enabled else _not_enforced(r)),
@@ -586,3 +592,24 @@ def _latency_rows(timings: Sequence[StageTiming]) -> list[str]:
     out.append(f"A stage timed once (a whole-stage total) shows its time under p50. ⚠ p99 "
                f"from fewer than {MIN_P99_SAMPLES} samples is not reliable.")
     return out
+
+
+def _cost_section(r: RunReport) -> list[str]:
+    """Cost per query by component (mean, p50, p99) and what each config leaves unpriced."""
+    if not r.costs:
+        return []
+    lines = ["## Cost per query", "",
+             "| config | component | mean | p50 | p99 |", "|---|---|---:|---:|---:|"]
+    for c in r.costs:
+        for name, mean, p50, p99 in c.rows:
+            lines.append(f"| {c.label} | {name} | {mean:.3g} | {p50:.3g} | {p99:.3g} |")
+    lines += ["", "In the configured prices' currency, over each config's end-to-end queries "
+              "(a generated config: its answered queries): query-time stages at the worker's "
+              "price, generation by tokens or by time, index storage amortised over the "
+              "month's queries (bench.cost.prices)."]
+    for c in r.costs:
+        if c.unpriced:
+            lines.append(f"Not priced for {c.label}: {'; '.join(c.unpriced)}.")
+    lines.append("")
+    return lines
+

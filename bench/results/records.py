@@ -128,7 +128,8 @@ class ConfigRow:
     budget_limit: float | None = None
     budget_measured: float | None = None
     budget_bound: float | None = None
-    #: price of one query (configured price per worker-hour x measured time) and its basis
+    #: price of one query: mean over its queries of the priced components' sum
+    #: (bench.cost.prices), and what it rests on (prices, what was not priced)
     cost_per_query: float | None = None
     cost_basis: str | None = None
     #: peak VRAM of the config's chain and which figure it is (torch_peak_allocated |
@@ -150,6 +151,32 @@ class ConfigRow:
     #: was removed); ``false_exclusion_rate`` is the seed's, over the eligible corpus
     pool_false_exclusion_rate: float | None = None
     pool_doc_false_exclusion_rate: float | None = None
+    #: generated configs: p99 of TTFT / TPOT; abstention figures (docs/metrics.md; the
+    #: hallucination rate is must-abstain queries answered / must-abstain queries)
+    ttft_p99_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    abstention_precision: float | None = None
+    abstention_recall: float | None = None
+    abstention_coverage: float | None = None
+    answered_accuracy: float | None = None
+    abstention_hallucination_rate: float | None = None
+    #: completion: per status, the largest share over the config's metrics of expected
+    #: queries ending in it (incomplete: failed, timeout or invalid), and that metric
+    failed_share: float | None = None
+    timeout_share: float | None = None
+    invalid_share: float | None = None
+    incomplete_share: float | None = None
+    incomplete_metric: str | None = None
+    #: cost per query: the total's p50 / p99 and each priced component's mean (None: the
+    #: config has no such part, or it carries no price — see cost_unpriced)
+    cost_p50_per_query: float | None = None
+    cost_p99_per_query: float | None = None
+    cost_embedding: float | None = None
+    cost_retrieval: float | None = None
+    cost_rerank: float | None = None
+    cost_generation: float | None = None
+    cost_storage: float | None = None
+    cost_unpriced: str | None = None
 
 
 @dataclass(frozen=True)
@@ -257,6 +284,11 @@ class GenerationSummary:
     diagnosis: ContextDiagnosis | None = None
     #: judge=pairwise: this config against the baseline (the first generated config)
     pairwise: PairwiseSummary | None = None
+    #: p99 of TTFT / TPOT over the answers whose generation succeeded
+    ttft_p99_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    #: must-abstain queries answered instead of abstained / must-abstain queries (None: none)
+    abstention_hallucination_rate: float | None = None
 
 
 @dataclass(frozen=True)

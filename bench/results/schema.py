@@ -16,7 +16,10 @@ import pyarrow as pa
 #: ``false_exclusion_rate`` / ``doc_false_exclusion_rate`` are the seed's (over the eligible
 #: corpus, before retrieval; version 3 counted gold removed from the pool), the pool figures
 #: moved to ``pool_false_exclusion_rate`` / ``pool_doc_false_exclusion_rate``, and
-#: filters.parquet is new; files of version 3 lack the new columns and read as None.
+#: filters.parquet is new; a generated config's ``e2e_*`` include context assembly and
+#: generation, ``cost_per_query`` is the sum of priced components (bench.cost.prices), and
+#: configs.parquet gained p99 TTFT / TPOT, abstention, completion and cost-component
+#: columns; files of version 3 lack the new columns and read as None.
 #: 3: comparisons.parquet gained ``mde`` (nullable; files of version 2 lack it and read as
 #: None). 2: per_query.parquet gained ``status``.
 SCHEMA_VERSION = 4
@@ -135,7 +138,8 @@ CONFIGS = pa.schema(
         pa.field("budget_limit", pa.float64(), nullable=True),
         pa.field("budget_measured", pa.float64(), nullable=True),
         pa.field("budget_bound", pa.float64(), nullable=True),
-        # configured price per worker-hour x measured mean time of a query; what it rests on
+        # mean over the config's queries of the priced components' sum (bench.cost.prices);
+        # what it rests on: the prices and what was not priced
         pa.field("cost_per_query", pa.float64(), nullable=True),
         pa.field("cost_basis", pa.string(), nullable=True),
         # peak VRAM of the chain: torch_peak_allocated (needed) or nvml_used (card-wide)
@@ -156,6 +160,31 @@ CONFIGS = pa.schema(
         # and was removed, over the same denominators (the doc rate is at most the corpus one)
         pa.field("pool_false_exclusion_rate", pa.float64(), nullable=True),
         pa.field("pool_doc_false_exclusion_rate", pa.float64(), nullable=True),
+        # schema >= 4. generated configs: p99 TTFT / TPOT; abstention precision, recall,
+        # coverage, answered accuracy, hallucination rate (must-abstain answered / must-abstain)
+        pa.field("ttft_p99_ms", pa.float64(), nullable=True),
+        pa.field("tpot_p99_ms", pa.float64(), nullable=True),
+        pa.field("abstention_precision", pa.float64(), nullable=True),
+        pa.field("abstention_recall", pa.float64(), nullable=True),
+        pa.field("abstention_coverage", pa.float64(), nullable=True),
+        pa.field("answered_accuracy", pa.float64(), nullable=True),
+        pa.field("abstention_hallucination_rate", pa.float64(), nullable=True),
+        # completion: per status the largest share, over the config's metrics, of expected
+        # queries ending in it (incomplete: failed | timeout | invalid) and that metric
+        pa.field("failed_share", pa.float64(), nullable=True),
+        pa.field("timeout_share", pa.float64(), nullable=True),
+        pa.field("invalid_share", pa.float64(), nullable=True),
+        pa.field("incomplete_share", pa.float64(), nullable=True),
+        pa.field("incomplete_metric", pa.string(), nullable=True),
+        # cost per query: the total's p50 / p99, each priced component's mean, what is unpriced
+        pa.field("cost_p50_per_query", pa.float64(), nullable=True),
+        pa.field("cost_p99_per_query", pa.float64(), nullable=True),
+        pa.field("cost_embedding", pa.float64(), nullable=True),
+        pa.field("cost_retrieval", pa.float64(), nullable=True),
+        pa.field("cost_rerank", pa.float64(), nullable=True),
+        pa.field("cost_generation", pa.float64(), nullable=True),
+        pa.field("cost_storage", pa.float64(), nullable=True),
+        pa.field("cost_unpriced", pa.string(), nullable=True),
     ]
 )
 

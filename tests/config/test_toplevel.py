@@ -66,3 +66,38 @@ def test_budget_gates_are_accepted_and_typos_rejected() -> None:
     assert exc.value.key == "gates[0].use_ci_bound"
     with pytest.raises(ConfigError, match="needs min or max"):
         check_gates(_gate("cost_per_query"), ["ndcg@10"])
+
+
+def test_answer_judge_and_config_gates_pass_validation() -> None:
+    from bench.config.toplevel import check_gates
+
+    # which configs of the planned run compute them is checked at plan time
+    # (tests/pipeline/test_gates.py); here only that they are gateable at all
+    for metric in ("faithfulness", "answer_relevancy", "context_relevance", "citation_precision",
+                   "citation_recall", "refusal_correct", "exact_match", "token_f1",
+                   "answer_correct", "claims_coverage"):
+        check_gates(_gate(metric, min=0.5), ["ndcg@10"])
+        check_gates(_gate(metric, "category:exact_lookup", min=0.5, ci=True), ["ndcg@10"])
+    for metric in ("ttft_p95_ms", "tpot_p99_ms", "incomplete_share", "failed_share",
+                   "abstention_recall", "abstention_hallucination_rate", "cost_generation",
+                   "cost_p99_per_query", "false_exclusion_rate"):
+        check_gates(_gate(metric, max=1.0), ["ndcg@10"])
+    with pytest.raises(ConfigError) as exc:  # a set-level figure with no per-config value
+        check_gates(_gate("predicate_precision", min=0.5), ["ndcg@10"])
+    assert exc.value.key == "gates[0].metric" and "not gateable" in str(exc.value)
+    with pytest.raises(ConfigError) as exc:  # a ranking metric must still be scored
+        check_gates(_gate("ndcg@5", min=0.5), ["ndcg@10"])
+    assert "add it to metrics.names" in str(exc.value)
+
+
+@pytest.mark.parametrize("name", ["faithfulness", "token_f1", "ann_recall@10",
+                                  "abstention_recall"])
+def test_metrics_names_holds_ranking_metrics_only(name: str) -> None:
+    from bench.config.toplevel import check_metrics
+
+    m = OmegaConf.create({"names": ["ndcg@10", name], "relevance_level": 1,
+                          "bootstrap_resamples": 1000, "confidence": 0.95,
+                          "category_weights": {}})
+    with pytest.raises(ConfigError) as exc:
+        check_metrics(m)
+    assert exc.value.key == "metrics.names[1]" and "not a ranking metric" in str(exc.value)

@@ -187,6 +187,13 @@ CASES: list[Case] = [
     cfg("gate-metric-not-computed", "config key gates[0].metric:",
         gate("{metric:ndcg@5,min:0.1}"), sub=True),
     cfg("gate-metric-wrong-case", "config key gates[0].metric:", gate("{metric:MRR,min:0.1}")),
+    # an answer / judge / filter gate on a run with no config that computes it (plan time)
+    cfg("gate-judge-metric-no-generator", "config key gates[0].metric: no config of this run "
+        "computes faithfulness", gate("{metric:faithfulness,min:0.85}"), sub=True),
+    cfg("gate-filter-metric-no-filter", "config key gates[0].metric: no config of this run "
+        "computes false_exclusion_rate", gate("{metric:false_exclusion_rate,max:0.02}")),
+    cfg("metric-answer-in-names", "config key metrics.names[1]:",
+        "metrics.names=[ndcg@10,faithfulness]"),
     cfg("gate-metric-unknown", "config key gates[0].metric:", gate("{metric:bleu,min:0.1}")),
     cfg("gate-no-bound", "config key gates[0]:", gate("{metric:mrr}")),
     cfg("gate-min-above-max", "config key gates[0]:", gate("{metric:mrr,min:0.9,max:0.1}")),

@@ -20,6 +20,8 @@ from bench.results.schema import COMPARISONS, CONFIGS, PER_QUERY, SUMMARY, TIMIN
 from bench.results.write import write_table
 
 N_CONFIGS = 9
+#: configs.parquet columns schema 4 added (null in these retrieval-only fixtures)
+SCHEMA_4_CONFIG_COLUMNS = CONFIGS.names[CONFIGS.names.index("peak_vram_measure") + 1:]
 QUERIES = [f"q{j}" for j in range(1, 7)]
 CATEGORY = {q: ("a" if j <= 3 else "b") for j, q in enumerate(QUERIES, 1)}
 DENSE_MS = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
@@ -73,8 +75,7 @@ def write_run(d: Path, *, extra: dict[str, list[Any]] | None = None, run_id: str
                         "budget_name": None, "budget_limit": None, "budget_measured": None,
                         "budget_bound": None, "cost_per_query": None, "cost_basis": None,
                         "peak_vram_bytes": None, "peak_vram_measure": None,
-                        "pool_false_exclusion_rate": None,
-                        "pool_doc_false_exclusion_rate": None})
+                        **dict.fromkeys(SCHEMA_4_CONFIG_COLUMNS)})
     write_table(configs, CONFIGS, d / "configs.parquet")
     if extra:
         t = pq.read_table(d / "configs.parquet")

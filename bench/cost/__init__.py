@@ -1,0 +1,1 @@
+"""The cost of one query, by component (``bench.cost.prices``)."""
