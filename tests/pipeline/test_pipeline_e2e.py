@@ -53,8 +53,9 @@ def test_writes_every_result_file(first_run: tuple[RunResult, Path]) -> None:
         table = pq.read_table(d / f"{name}.parquet")
         assert table.schema.remove_metadata() == expected, name
         assert set(table["schema_version"].to_pylist()) <= {schema.SCHEMA_VERSION}
-        # one lane: nothing to compare; no filter: no per-query filter rows
-        assert name in ("comparisons", "filters") or table.num_rows > 0, name
+        # one lane: nothing to compare; no filter: no per-query filter rows; no generated
+        # config: no judge verdict
+        assert name in ("comparisons", "filters", "judgements") or table.num_rows > 0, name
     manifest = json.loads((d / "run.json").read_text())
     for key in ("config", "git_sha", "packages", "device", "dataset", "seeds", "cache"):
         assert key in manifest
