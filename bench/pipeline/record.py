@@ -306,8 +306,9 @@ def e2e_columns(e2e: list[float], measured: LatencyEstimate | None,
                                    seed=settings.seed, confidence=settings.confidence)
                      for q in PERCENTILES)
         n, warm = len(e2e), None
-    else:
-        return {"n_e2e_samples": 0}
+    else:  # nothing timed (a pruned config)
+        return {"n_e2e_samples": 0, "e2e_p50_ms": None, "e2e_p95_ms": None,
+                "e2e_p99_ms": None}
     out: dict[str, Any] = {"n_e2e_samples": n, "n_latency_warmup": warm,
                            "latency_source": source}
     for name, p in zip(("p50", "p95", "p99"), pcts, strict=True):
