@@ -265,22 +265,10 @@ def end_to_end_ms(timings: tuple[StageTiming, ...], stages: tuple[str, ...]) -> 
     ``Plan.query_time_stages``) single-query sample of that query, plus an even share of
     those measured only as a whole (fusion, filters). Index-time stages never count. Queries
     missing a single-query sample of some stage are left out."""
-    per_stage: dict[str, dict[str, float]] = {}
-    shared_ms = 0.0
-    for t in timings:
-        if t.stage not in stages:
-            continue
-        if t.sample_kind == "query" and t.query_id is not None:
-            # a chain may run a stage twice for one query (a second search after a query
-            # rewrite): its samples add up
-            mine = per_stage.setdefault(t.stage, {})
-            mine[t.query_id] = mine.get(t.query_id, 0.0) + t.wall_ms
-        elif t.sample_kind == "total" and t.n_items:
-            shared_ms += t.wall_ms / t.n_items
-    if not per_stage:
+    qids, per_stage = stage_ms_by_query(timings, stages)
+    if not qids:
         return []
-    common = set.intersection(*(set(v) for v in per_stage.values()))
-    return [sum(v[q] for v in per_stage.values()) + shared_ms for q in sorted(common)]
+    return [float(x) for x in np.sum(list(per_stage.values()), axis=0)]
 
 
 #: latency_source of e2e figures summed from the ops' own single-query samples
@@ -340,6 +328,8 @@ def stage_ms_by_query(timings: Sequence[StageTiming], stages: tuple[str, ...]
         if t.stage not in stages:
             continue
         if t.sample_kind == "query" and t.query_id is not None:
+            # a chain may run a stage twice for one query (a second search after a query
+            # rewrite): its samples add up
             mine = per_stage.setdefault(t.stage, {})
             mine[t.query_id] = mine.get(t.query_id, 0.0) + t.wall_ms
         elif t.sample_kind == "total" and t.n_items:

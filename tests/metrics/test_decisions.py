@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from omegaconf import OmegaConf
+from runs_fixture import write_summary
 
 from bench.compare import main
 from bench.config.schema import BenchConfig
@@ -160,17 +161,6 @@ def test_rules_from_config_and_the_schema() -> None:
         rules_from_config([raw["decisions"][0], raw["decisions"][0]])
 
 
-def _write_summary(d: Path, rows: list[dict[str, object]]) -> None:
-    """summary.parquet of per-query rows (scope all: the mean), as a finished run has one."""
-    by: dict[tuple[str, str], list[float]] = {}
-    for r in rows:
-        by.setdefault((str(r["config_id"]), str(r["metric"])), []).append(float(r["value"]))  # type: ignore[arg-type]
-    pq.write_table(pa.Table.from_pylist([
-        {"config_id": c, "scope": "all", "metric": m, "higher_is_better": True, "n": len(v),
-         "mean": sum(v) / len(v), "ci_low": None, "ci_high": None}
-        for (c, m), v in by.items()]), d / "summary.parquet")
-
-
 def _write_run(d: Path, decisions_cfg: list[dict[str, object]] | None) -> Path:
     d.mkdir()
     config = {"seed": 0, "metrics": {"confidence": 0.95, "bootstrap_resamples": 500},
@@ -189,7 +179,7 @@ def _write_run(d: Path, decisions_cfg: list[dict[str, object]] | None) -> Path:
                 rows.append({"config_id": cid, "query_id": f"q{i}", "category": CATS[i],
                              "metric": metric, "value": float(v), "status": "scored"})
     pq.write_table(pa.Table.from_pylist(rows), d / "per_query.parquet")
-    _write_summary(d, rows)
+    write_summary(d, rows)
     return d
 
 

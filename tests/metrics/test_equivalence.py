@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from runs_fixture import write_summary
 
 from bench.compare import main
 from bench.metrics.equivalence import CostedConfig, best_config, cheapest_equivalent
@@ -74,17 +75,6 @@ def test_no_cost_cannot_be_chosen_and_best_is_a_choice() -> None:
         cheapest_equivalent(configs, metrics=["ndcg@10"], margin=0.02, best="nope")
 
 
-def _write_summary(d: Path, rows: list[dict[str, object]]) -> None:
-    """summary.parquet of per-query rows (scope all: the mean), as a finished run has one."""
-    by: dict[tuple[str, str], list[float]] = {}
-    for r in rows:
-        by.setdefault((str(r["config_id"]), str(r["metric"])), []).append(float(r["value"]))  # type: ignore[arg-type]
-    pq.write_table(pa.Table.from_pylist([
-        {"config_id": c, "scope": "all", "metric": m, "higher_is_better": True, "n": len(v),
-         "mean": sum(v) / len(v), "ci_low": None, "ci_high": None}
-        for (c, m), v in by.items()]), d / "summary.parquet")
-
-
 def _write_job(d: Path, configs: list[tuple[str, float, float, float]], seeds: list[int],
                fingerprint: str = "fp") -> None:
     d.mkdir(parents=True)
@@ -104,7 +94,7 @@ def _write_job(d: Path, configs: list[tuple[str, float, float, float]], seeds: l
             rows.append({"config_id": k, "query_id": f"q{i}", "category": cat,
                          "metric": "recall@100", "value": float(rc[i]), "status": "scored"})
     pq.write_table(pa.Table.from_pylist(rows), d / "per_query.parquet")
-    _write_summary(d, rows)
+    write_summary(d, rows)
 
 
 def test_cli_over_a_multirun(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
