@@ -219,4 +219,8 @@ def validate_top_level(cfg: DictConfig) -> None:
     from bench.gates.regression import from_config
 
     check_subset(cfg.subset)
+    for key, low in (("queries", 1), ("warmup", 0)):  # the latency pass (bench.pipeline.latency)
+        v = cfg.latency[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ConfigError(f"latency.{key}", f"must be an integer >= {low}, got {v!r}")
     from_config(cfg)  # the baseline run and the regression gates (read again by run_settings)

@@ -121,3 +121,16 @@ def test_a_run_writes_interleaved_e2e_with_cis(compose_cfg, tmp_path: Path) -> N
     assert row["latency_source"] == "sum of stage samples" and row["n_latency_warmup"] is None
     assert row["e2e_p95_ci_low"] <= row["e2e_p95_ms"] <= row["e2e_p95_ci_high"]
     assert not (tmp_path / "off/latency.parquet").exists()
+
+
+@pytest.mark.parametrize(("key", "value"), [("queries", 0), ("warmup", -1)])
+def test_a_bad_latency_setting_is_a_config_error(compose_cfg, tmp_path: Path, key: str,  # type: ignore[no-untyped-def]
+                                                 value: int) -> None:
+    from bench.errors import ConfigError
+    from bench.pipeline.run import run
+
+    cfg = compose_cfg(["dataset=synthetic", f"cache_dir={tmp_path / 'c'}",
+                       f"latency.{key}={value}"])
+    with pytest.raises(ConfigError, match=rf"latency\.{key}"):
+        run(cfg, tmp_path / "run")
+    assert not (tmp_path / "c").exists() or not any((tmp_path / "c").rglob("_meta.json"))
