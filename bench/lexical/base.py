@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+
 from bench.index.base import SearchResult
 
 
@@ -61,4 +63,24 @@ class LexicalIndex(Protocol):
 
     def load(self, directory: Path) -> BuiltLexicalIndex:
         """Read an index that ``BuiltLexicalIndex.save`` wrote with the same build options."""
+        ...
+
+
+class WeightedLexicalIndex(BuiltLexicalIndex, Protocol):
+    """A built lexical index that also searches weighted term queries (query expansion:
+    ``bench.rewrite.rm3``) and exposes its analyser and document frequencies."""
+
+    n_chunks: int
+
+    def analyze(self, texts: Sequence[str]) -> list[list[str]]:
+        """The index's own tokens of each text (the terms ``search_weighted`` takes)."""
+        ...
+
+    def doc_freq(self, terms: Sequence[str]) -> np.ndarray:
+        """int64 number of indexed chunks holding each term."""
+        ...
+
+    def search_weighted(self, queries: Sequence[Sequence[tuple[str, float]]], k: int
+                        ) -> SearchResult:
+        """Top-``k`` chunks per query of (term, weight): sum of weight x BM25(term, chunk)."""
         ...

@@ -99,6 +99,57 @@ class BuiltBM25:
             scores[i, : len(order)] = s[order]
         return SearchResult(ids=ids, scores=scores)
 
+    # -- weighted queries (query expansion: bench.rewrite.rm3) ---------------------------
+    def analyze(self, texts: Sequence[str]) -> list[list[str]]:
+        """The index's own tokens of ``texts`` (lower-cased, stop words out, stemmed)."""
+        return self._tokenize(list(texts))
+
+    def doc_freq(self, terms: Sequence[str]) -> np.ndarray:
+        """int64 number of indexed chunks holding each term (0 for a term not indexed)."""
+        vocab: dict[str, int] = self._model.vocab_dict
+        indptr = self._model.scores["indptr"]
+        n_terms = len(indptr) - 1
+        out = np.zeros(len(terms), dtype=np.int64)
+        for i, t in enumerate(terms):
+            tid = vocab.get(t)
+            if tid is not None and tid < n_terms:
+                out[i] = int(indptr[tid + 1] - indptr[tid])
+        return out
+
+    def search_weighted(self, queries: Sequence[Sequence[tuple[str, float]]], k: int
+                        ) -> SearchResult:
+        """Top-``k`` chunk rows per weighted query: score(chunk) = sum over the query's
+        (term, weight) of weight x the term's BM25 score in the chunk (Lucene's boosted
+        SHOULD clauses: a ``BoostQuery`` multiplies its clause's score). Terms are index
+        tokens (``analyze``); a chunk is retrieved when it holds a term of positive weight.
+        Same row layout and tie order as ``search``."""
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        ids = np.full((len(queries), k), -1, dtype=np.int64)
+        scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
+        vocab: dict[str, int] = self._model.vocab_dict
+        data, indices = self._model.scores["data"], self._model.scores["indices"]
+        indptr = self._model.scores["indptr"]
+        n_terms = len(indptr) - 1
+        for i, terms in enumerate(queries):
+            acc = np.zeros(self.n_chunks, dtype=np.float64)
+            hit = np.zeros(self.n_chunks, dtype=bool)
+            for term, weight in terms:
+                tid = vocab.get(term)
+                if tid is None or tid >= n_terms or weight <= 0:
+                    continue
+                rows = indices[indptr[tid]: indptr[tid + 1]]
+                acc[rows] += float(weight) * data[indptr[tid]: indptr[tid + 1]]
+                hit[rows] = True
+            cand = np.flatnonzero(hit).astype(np.int64)
+            if cand.size == 0:
+                continue
+            s = acc[cand].astype(np.float32)
+            order = np.lexsort((cand, -s))[:k]
+            ids[i, : len(order)] = cand[order]
+            scores[i, : len(order)] = s[order]
+        return SearchResult(ids=ids, scores=scores)
+
     def save(self, directory: Path) -> None:
         """bm25s's JSON + ``.npy`` files (no pickle) and the build options, under ``directory``."""
         directory = Path(directory)

@@ -38,8 +38,11 @@ STAGES: tuple[Stage, ...] = (
     Stage("retrieval", ("retriever",), "bench.retrieval.stage:expand",
           ("p50_ms", "p95_ms", "p99_ms", "qps"), required=True,
           config_kinds=("dense", "lexical")),
-    Stage("rewrite", ("rewriter",), "bench.rewrite.stage:expand"),
+    Stage("rewrite", ("rewriter",), "bench.rewrite.stage:expand",
+          builder="bench.rewrite.stage:build"),
     Stage("lexical", ("lexical",), "bench.lexical.stage:expand"),
+    # the lexical rewrites (RM3) read the BM25 config, so they expand after it
+    Stage("rewrite_lexical", (), "bench.rewrite.stage:expand_lexical"),
     Stage("fusion", ("fusion",), "bench.fusion.stage:expand",
           builder="bench.fusion.stage:build"),
     Stage("filters", ("filters",), "bench.filters.stage:expand",
