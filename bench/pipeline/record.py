@@ -69,6 +69,7 @@ from bench.results.records import (
 from bench.results.scores import ConfigScores
 from bench.results.write import git_sha, package_versions, write_json, write_records
 from bench.retrieval.base import Hits
+from bench.rewrite.decide import RewriteReport
 from bench.telemetry.base import (
     RecordingTelemetry,
     StageTiming,
@@ -474,7 +475,8 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                   decisions: list[FilterDecisionRecord], t_start: float,
                   capacity: CapacityRun | None = None,
                   registered: Sequence[DecisionRecord] = (),
-                  latency: LatencyRun | None = None) -> RunResult:
+                  latency: LatencyRun | None = None,
+                  rewrite: RewriteReport | None = None) -> RunResult:
     settings, run_id, dataset = done.settings, done.run_id, done.dataset
     summary_rows = [r for s in done.scores for r in s.summary]
     per_query: list[PerQueryRow] = []
@@ -597,6 +599,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         "peak_rss_bytes": peak_rss_bytes(),
         "filter_decisions": [asdict(d) for d in decisions],
         "preregistered_decisions": [asdict(d) for d in registered],
+        "rewrite": None if rewrite is None else rewrite.to_json(),
         "generation": generation_json(done),
         "lost_in_middle": [asdict(p) for p in done.gold_probes.values()] or None,
         "failed_gates": failed,
@@ -625,7 +628,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
             resources=tuple(done.telemetry.samples),
             generation=tuple(done.generation.values()),
             gold_probes=tuple(done.gold_probes.values()), capacity=capacity,
-            registered=tuple(registered), regression=regression,
+            registered=tuple(registered), regression=regression, rewrite=rewrite,
             data_notes=data_notes(done)))
     log.info("run %s finished in %.1fs: %s", run_id, wall_s, run_dir)
     return RunResult(run_dir, run_id, 3 if failed else 0, tuple(summary_rows), cache_hits,

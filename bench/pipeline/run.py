@@ -107,13 +107,16 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     decisions = filter_decisions(done)
     registered = preregistered_decisions(done)
     latency = measure_latency(done)
+    from bench.rewrite.decide import rewrite_report
+
+    rewrite = rewrite_report(done, latency)  # adopt / reject per rewriter and slice
     capacity = None
     if p.settings.capacity.config:  # before the report, which shows its answer
         from bench.pipeline.capacity import run_capacity
 
         capacity = run_capacity(done, run_dir)
     result = write_results(done, run_dir, comparisons, decisions, t_start, capacity,
-                           registered, latency)
+                           registered, latency, rewrite)
     if isinstance(p.telemetry, RecordingTelemetry):  # the sampler thread (run.json has it)
         p.telemetry.close()
     return result

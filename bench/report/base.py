@@ -25,6 +25,7 @@ from bench.results.records import (
     SummaryRow,
 )
 from bench.results.scores import ConfigScores
+from bench.rewrite.decide import RewriteReport
 from bench.telemetry.base import ResourceSample, StageTiming
 
 
@@ -92,6 +93,8 @@ class RunReport:
     passed_gates: tuple[str, ...] = ()
     #: cost per query by component of each priced config (``cost`` group)
     costs: tuple[CostSummary, ...] = ()
+    #: query rewrites against the raw query, per slice, with verdicts (bench.rewrite.decide)
+    rewrite: RewriteReport | None = None
 
 
 class Reporter(Protocol):

@@ -19,6 +19,7 @@ from bench.report.generation import generation_section, lost_in_middle_section
 from bench.report.pareto import FrontInput, pareto_front, quality_cost_front
 from bench.results.records import Comparison, ConfigRow, SummaryRow
 from bench.results.write import atomic_write_bytes
+from bench.rewrite.report import rewrite_section
 from bench.telemetry.base import ResourceSample, StageTiming
 
 #: p99 from fewer samples than this is flagged (docs/metrics.md)
@@ -68,6 +69,7 @@ class MarkdownReport:
         lines += self._overview(r)
         lines += _capacity(r)
         lines += _registered(r)
+        lines += rewrite_section(r.rewrite)
         lines += self._comparisons(r)
         lines += generation_section(r)
         lines += lost_in_middle_section(r)

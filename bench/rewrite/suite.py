@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bench.config.build import OptionError
@@ -71,6 +72,8 @@ class RewriterSuite:
         if in_domain is not None and domain_map is not None:
             raise OptionError("domain_map", "give in_domain (categories) or domain_map, "
                                             "not both")
+        if domain_map is not None and not Path(domain_map).expanduser().is_file():
+            raise OptionError("domain_map", f"no such file: {domain_map}")
         self.members = dict(members)
         self.min_gain = check_min_gain(min_gain)
         self.low_confidence_quantile = float(low_confidence_quantile)
