@@ -38,8 +38,11 @@ COMPONENTS = ("embedding", "retrieval", "rerank", "generation", "storage")
 #: the generation stage's timing samples (GenerateOp: one per answer)
 GENERATE_STAGE = "generate"
 _MS_PER_HOUR = 3_600_000.0
+#: a query rewrite's generation (bench.rewrite.stage.GENERATE_STAGE) is generation work too
+REWRITE_GENERATE_STAGE = "rewrite_generate"
 _STAGE_COMPONENT = {EMBED_QUERY_STAGE: "embedding", RERANK_STAGE: "rerank",
-                    RERANK_CUT_STAGE: "rerank", GENERATE_STAGE: "generation"}
+                    RERANK_CUT_STAGE: "rerank", GENERATE_STAGE: "generation",
+                    REWRITE_GENERATE_STAGE: "generation"}
 
 
 def component_of(stage: str) -> str:

@@ -181,6 +181,11 @@ def query_cost_of(c: ConfigRun, done: Executed, prices: Prices) -> QueryCosts:
         by_id = {g.request_id: g for g in gens}
         tokens = (np.asarray([by_id[q].prompt_tokens if q in by_id else 0 for q in qids]),
                   np.asarray([by_id[q].output_tokens if q in by_id else 0 for q in qids]))
+    from bench.rewrite.stage import rewrite_tokens
+
+    rw = rewrite_tokens(c.chain, done.dataset, qids)  # a generated query rewrite's tokens
+    if rw is not None:
+        tokens = rw if tokens is None else (tokens[0] + rw[0], tokens[1] + rw[1])
     index = c.node("index")
     info = index.value.info if index is not None and isinstance(index.value, IndexArtifact) \
         else None

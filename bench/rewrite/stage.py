@@ -191,6 +191,19 @@ class GenerateInputs:
     data: Dataset
 
 
+def rewrite_tokens(chain: Sequence[Any], dataset: Dataset, query_ids: Sequence[str]
+                   ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(prompt, output) tokens per query (``query_ids`` order) of the generated rewrite in a
+    config's resolved chain (``ConfigRun.chain``), or None when it has none (cost stage)."""
+    value = next((r.value for r in chain if isinstance(r.node.op, GenerateRewritesOp)), None)
+    if not isinstance(value, Rewrites):
+        return None
+    pos = {q.query_id: i for i, q in enumerate(dataset.queries)}
+    rows = [pos.get(q) for q in query_ids]
+    return (np.asarray([0 if r is None else value.prompt_tokens[r] for r in rows], np.int64),
+            np.asarray([0 if r is None else value.output_tokens[r] for r in rows], np.int64))
+
+
 def _unmemoised(g: Generator) -> Generator:
     # a served request generates: the memo would replay a stored latency as this one's
     from bench.generation.memo import MemoGenerator
