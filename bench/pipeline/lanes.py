@@ -22,7 +22,7 @@ from bench.pipeline.node import Node
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-    from bench.data.base import Dataset
+    from bench.data.base import Dataset, Query
     from bench.generation.stage import GenerationSettings
     from bench.pipeline.components import Components
 
@@ -102,6 +102,9 @@ class PlanState:
     generation: GenerationSettings | None = None
     nodes: Mapping[str, Node] = field(default_factory=dict)
     configs: tuple[ConfigSpec, ...] = ()
+    #: loaded queries the run does NOT evaluate (other splits, outside ``subset``): what a
+    #: stage may learn from (the router's classifier) without testing on what it learnt
+    held_out: tuple[Query, ...] = ()
 
     def node(self, name: str) -> Node:
         try:

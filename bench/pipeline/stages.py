@@ -21,7 +21,7 @@ CHAIN_METRICS = ("e2e_p50_ms", "e2e_p95_ms", "e2e_p99_ms")
 #: share of a metric's expected queries that ended failed / timeout / invalid (``incomplete``:
 #: any of the three), over the config's metrics (``bench.pipeline.gates``)
 EVERY_CONFIG_METRICS = ("unauthorized_hits", "peak_vram_bytes", "failed_share", "timeout_share",
-                        "invalid_share", "incomplete_share")
+                        "invalid_share", "incomplete_share", "budget_exhausted_share")
 #: the cost stage's per-query prices (``bench.cost``): the total's mean / p50 / p99 and each
 #: component's mean
 COST_METRICS = ("cost_per_query", "cost_p50_per_query", "cost_p99_per_query",
@@ -39,6 +39,7 @@ STAGES: tuple[Stage, ...] = (
           ("p50_ms", "p95_ms", "p99_ms", "qps"), required=True,
           config_kinds=("dense", "lexical")),
     Stage("rewrite", ("rewriter",), "bench.rewrite.stage:expand"),
+    Stage("iterative", ("iterative",), "bench.iterative.stage:expand"),
     Stage("lexical", ("lexical",), "bench.lexical.stage:expand"),
     Stage("fusion", ("fusion",), "bench.fusion.stage:expand",
           builder="bench.fusion.stage:build"),

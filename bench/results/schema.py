@@ -84,6 +84,8 @@ SUMMARY = pa.schema(
         pa.field("n_no_claims", pa.int64(), nullable=False),
         pa.field("n_pruned", pa.int64(), nullable=False),
         pa.field("n_failed", pa.int64(), nullable=False),
+        # an iterative loop stopped by a budget (scored on the evidence it had: in n_scored)
+        pa.field("n_budget_exhausted", pa.int64(), nullable=False),
     ]
 )
 
@@ -176,6 +178,8 @@ CONFIGS = pa.schema(
         pa.field("invalid_share", pa.float64(), nullable=True),
         pa.field("incomplete_share", pa.float64(), nullable=True),
         pa.field("incomplete_metric", pa.string(), nullable=True),
+        # expected queries an iterative loop's budget stopped (scored, so not incomplete)
+        pa.field("budget_exhausted_share", pa.float64(), nullable=True),
         # cost per query: the total's p50 / p99, each priced component's mean, what is unpriced
         pa.field("cost_p50_per_query", pa.float64(), nullable=True),
         pa.field("cost_p99_per_query", pa.float64(), nullable=True),
