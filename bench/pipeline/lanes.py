@@ -35,6 +35,8 @@ class ConfigKind(enum.StrEnum):
     FUSED = "fused"
     RERANKED = "reranked"
     GENERATED = "generated"
+    #: a router's config: per query, the pool of the route it chose (bench.route)
+    ROUTED = "routed"
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("rerank", ("reranker",), "bench.rerank.stage:expand",
           ("rerank_p50_ms", "rerank_p95_ms", "rerank_p99_ms", "rerank_pairs_per_s"),
           takes_device=True, config_nodes=("rerank",)),
+    Stage("route", ("router",), "bench.route.stage:expand"),
     Stage("generation", ("context", "generator", "answers", "judge"),
           "bench.generation.stage:expand",
           ("ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms",
