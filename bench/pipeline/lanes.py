@@ -151,6 +151,16 @@ class Stage:
     #: (empty: any chain)
     config_kinds: tuple[str, ...] = ()
     config_nodes: tuple[str, ...] = ()
+    #: ``"module:function"`` writing the stage's own results after the run's tables,
+    #: ``(done, run_dir, comparisons, latency) -> StageReport | None`` (its Parquet tables,
+    #: its report.md section, its run.json entry under ``stages.<name>``); None: nothing
+    writer: str | None = None
+
+    def write(self, done: Any, run_dir: Any, comparisons: Any, latency: Any) -> Any:
+        """The stage's ``StageReport`` (``bench.report.base``), None without a writer."""
+        if self.writer is None:
+            return None
+        return _named(self.writer)(done, run_dir, comparisons, latency)
 
     def expand(self, state: PlanState) -> PlanState:
         if self.expander is None:

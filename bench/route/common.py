@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from bench.config.build import OptionError
 
 
-def check_routes(routes: Mapping[str, str], slo_p95_ms: Mapping[str, float] | None
+def check_routes(routes: Mapping[str, str], slo_p95_ms: Mapping[str, float | None] | None
                  ) -> tuple[dict[str, str], dict[str, float]]:
+    """The route -> target map and the routes' SLOs (a null SLO: none for that route)."""
     if not routes:
         raise OptionError("routes", "name at least one route: {route name: target}")
     out = {}
@@ -23,6 +24,8 @@ def check_routes(routes: Mapping[str, str], slo_p95_ms: Mapping[str, float] | No
         if name not in out:
             raise OptionError(f"slo_p95_ms.{name}", f"unknown route {name!r}; routes: "
                                                     f"{', '.join(out)}")
+        if ms is None:
+            continue
         if not ms > 0 or not math.isfinite(ms):
             raise OptionError(f"slo_p95_ms.{name}", f"must be > 0, got {ms}")
         slo[str(name)] = float(ms)

@@ -32,7 +32,7 @@ class EmbeddingRouter:
 
     def __init__(self, *, routes: Mapping[str, str], classifier: str = "logistic",
                  C: float = 1.0, balanced: bool = True, train_split: str | None = None,
-                 min_per_class: int = 2, slo_p95_ms: Mapping[str, float] | None = None,
+                 min_per_class: int = 2, slo_p95_ms: Mapping[str, float | None] | None = None,
                  seed: int = 0) -> None:
         self.routes, self.slo_p95_ms = check_routes(routes, slo_p95_ms)
         missing = [c for c in LABELS if c not in self.routes]

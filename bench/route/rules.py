@@ -37,7 +37,7 @@ class RulesRouter:
     name = "rules"
 
     def __init__(self, *, routes: Mapping[str, str], rules: Sequence[Mapping[str, object]],
-                 default: str, slo_p95_ms: Mapping[str, float] | None = None) -> None:
+                 default: str, slo_p95_ms: Mapping[str, float | None] | None = None) -> None:
         self.routes, self.slo_p95_ms = check_routes(routes, slo_p95_ms)
         self.default = check_route(default, self.routes, "default")
         self.rules: list[Rule] = []
