@@ -116,8 +116,8 @@ def run_loop(loop: IterativeLoop, query: Query, first: Ranking, search: Search,
     turns = [Turn(1, query.text, tokens, _top(first[1]), len(seen))]
     stop = STOP_NOTHING_LEFT
     while True:
-        best = max((_top(r[1]) for r in rankings), default=float("nan"))
-        if n_parts <= 1 and math.isfinite(best) and best >= loop.stop_score:
+        best = max((s for r in rankings if math.isfinite(s := _top(r[1]))), default=None)
+        if n_parts <= 1 and best is not None and best >= loop.stop_score:
             stop = STOP_SUFFICIENT
             break
         pending = [p for p in pending if p.strip().casefold() not in issued]

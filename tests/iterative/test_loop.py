@@ -103,6 +103,7 @@ def test_rrf_merge_by_hand() -> None:
     docs, scores, chunks = merge([a, b], "rrf", _KEY, k=10)
     # doc 2: 1/62 + 1/61; doc 1: 1/61; doc 3: 1/62
     assert docs.tolist() == [2, 1, 3]
+    assert chunks.tolist() == [20, 10, 30]  # rrf: the passage of the earliest turn's hit
     np.testing.assert_allclose(scores, [1 / 62 + 1 / 61, 1 / 61, 1 / 62], rtol=1e-6)
     docs, scores, _ = merge([a, b], "max", _KEY, k=2)
     assert docs.tolist() == [1, 2] and scores.tolist() == pytest.approx([0.9, 0.8])
