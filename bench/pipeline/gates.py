@@ -45,6 +45,8 @@ COMPLETION_STATUSES: dict[str, tuple[str, ...]] = {
     "timeout_share": ("timeout",),
     "invalid_share": ("invalid",),
     "incomplete_share": ("failed", "timeout", "invalid"),
+    # scored on the evidence the loop had, so not incomplete; counted on its own
+    "budget_exhausted_share": ("budget_exhausted",),
 }
 
 
@@ -206,7 +208,8 @@ def accounting_note(a: Accounting | None) -> str:
         return ""
     rest = [f"{n} {name}" for name, n in (("invalid", a.n_invalid), ("no_claims", a.n_no_claims),
                                           ("failed", a.n_failed), ("timeout", a.n_timeout),
-                                          ("missing_run", a.n_missing)) if n]
+                                          ("missing_run", a.n_missing),
+                                          ("budget_exhausted", a.n_budget_exhausted)) if n]
     return f"{a.n_scored} scored of {a.n_expected} expected" + (f" ({', '.join(rest)})"
                                                                if rest else "")
 
@@ -221,8 +224,8 @@ def completion_shares(accounting: Mapping[str, Accounting]) -> dict[str, tuple[f
         for metric, a in accounting.items():
             if not a.n_expected:
                 continue
-            n = sum({"failed": a.n_failed, "timeout": a.n_timeout,
-                     "invalid": a.n_invalid}[s] for s in statuses)
+            n = sum({"failed": a.n_failed, "timeout": a.n_timeout, "invalid": a.n_invalid,
+                     "budget_exhausted": a.n_budget_exhausted}[s] for s in statuses)
             share = n / a.n_expected
             if best is None or share > best[0]:
                 best = (share, metric)

@@ -22,7 +22,7 @@ from bench.pipeline.node import Node
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-    from bench.data.base import Dataset
+    from bench.data.base import Dataset, Query
     from bench.generation.stage import GenerationSettings
     from bench.pipeline.components import Components
 
@@ -35,6 +35,8 @@ class ConfigKind(enum.StrEnum):
     FUSED = "fused"
     RERANKED = "reranked"
     GENERATED = "generated"
+    #: a router's config: per query, the pool of the route it chose (bench.route)
+    ROUTED = "routed"
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,9 @@ class PlanState:
     generation: GenerationSettings | None = None
     nodes: Mapping[str, Node] = field(default_factory=dict)
     configs: tuple[ConfigSpec, ...] = ()
+    #: loaded queries the run does NOT evaluate (other splits, outside ``subset``): what a
+    #: stage may learn from (the router's classifier) without testing on what it learnt
+    held_out: tuple[Query, ...] = ()
 
     def node(self, name: str) -> Node:
         try:
@@ -146,6 +151,16 @@ class Stage:
     #: (empty: any chain)
     config_kinds: tuple[str, ...] = ()
     config_nodes: tuple[str, ...] = ()
+    #: ``"module:function"`` writing the stage's own results after the run's tables,
+    #: ``(done, run_dir, comparisons, latency) -> StageReport | None`` (its Parquet tables,
+    #: its report.md section, its run.json entry under ``stages.<name>``); None: nothing
+    writer: str | None = None
+
+    def write(self, done: Any, run_dir: Any, comparisons: Any, latency: Any) -> Any:
+        """The stage's ``StageReport`` (``bench.report.base``), None without a writer."""
+        if self.writer is None:
+            return None
+        return _named(self.writer)(done, run_dir, comparisons, latency)
 
     def expand(self, state: PlanState) -> PlanState:
         if self.expander is None:

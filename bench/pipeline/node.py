@@ -183,6 +183,20 @@ class QueryOp(StageOp, Protocol):
         ...
 
 
+@runtime_checkable
+class SelectiveOp(QueryOp, Protocol):
+    """A query-time op that, per request, reads only some of its inputs (a router: the
+    route it chooses). The batch run computes every input; a per-query chain
+    (``bench.pipeline.request.QueryChain``) resolves only the inputs this asks for, so the
+    latency, cost and budget of a request are those of the work it really did."""
+
+    def run_one_lazy(self, get: Callable[[str], Any], query: OneQuery, timer: QueryTimer
+                     ) -> Any:
+        """``run_one``'s value, reading input ``name`` with ``get(name)`` (computed on first
+        use, with its own upstream) and no other input."""
+        ...
+
+
 @dataclass(frozen=True, eq=False)
 class Node:
     """One step of a plan. Nodes with equal ``key`` are the same computation.

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from bench.data.base import Dataset
+from bench.data.base import Dataset, Query
 from bench.generation.stage import GenerationSettings
 from bench.pipeline.components import Components
 from bench.pipeline.lanes import (
@@ -213,8 +213,9 @@ def dedupe(configs: tuple[ConfigSpec, ...]) -> tuple[ConfigSpec, ...]:
 
 
 def plan(comps: Components, dataset: Dataset, *, device: str, relevance_level: int,
-         generation: GenerationSettings | None = None) -> Plan:
-    state = PlanState(comps, dataset, device, relevance_level, generation)
+         generation: GenerationSettings | None = None, held_out: tuple[Query, ...] = ()
+         ) -> Plan:
+    state = PlanState(comps, dataset, device, relevance_level, generation, held_out=held_out)
     for stage in STAGES:
         state = stage.expand(state)
         state = state.with_configs(dedupe(state.configs))

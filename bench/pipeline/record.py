@@ -53,6 +53,7 @@ from bench.pipeline.outcome import ConfigRun, Executed, RunResult
 from bench.pipeline.plan import ConfigKind, Plan
 from bench.pipeline.probe import probe_json, work_saved
 from bench.pipeline.request import REQUEST
+from bench.pipeline.stages import STAGES
 from bench.precision import precision_json
 from bench.report.base import ConfigReport, RunReport
 from bench.results import schema
@@ -547,6 +548,10 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         for f in regression.failure_lines():
             log.error("gate failed: %s", f)
         failed += regression.failure_lines()
+    # stages' own tables and sections (Stage.writer), after the run's tables
+    stage_reports = [sr for st in STAGES
+                     if (sr := st.write(done, run_dir, comparisons,
+                                        latency or LatencyRun({}, []))) is not None]
     ex = done.executor
     cache_hits = {done.plan.node_name(r.node): r.hit for r in ex.resolutions if r.node.cached}
     chunk_report: ChunkReport = ex.value(done.plan.chunk_stats)
@@ -614,6 +619,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         "cost": None if not isinstance(prices, Prices) else {
             "prices": prices.settings(), "configs": [asdict(x) for x in costs]},
         "wall_s": wall_s,
+        "stages": {sr.name: {"tables": list(sr.tables), **sr.manifest} for sr in stage_reports},
         **({} if capacity is None else {"capacity": capacity.to_json()}),
     })
     if done.comps.reporter is not None:
@@ -634,7 +640,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
             generation=tuple(done.generation.values()),
             gold_probes=tuple(done.gold_probes.values()), capacity=capacity,
             registered=tuple(registered), regression=regression, rewrite=rewrite,
-            data_notes=data_notes(done)))
+            data_notes=data_notes(done), stage_reports=tuple(stage_reports)))
     log.info("run %s finished in %.1fs: %s", run_id, wall_s, run_dir)
     return RunResult(run_dir, run_id, 3 if failed else 0, tuple(summary_rows), cache_hits,
                      tuple(failed))

@@ -6,7 +6,10 @@ once, shared). Each call ``chain(q)`` then walks the chain in order for query ``
 a query-time node's op computes its value with ``run_one`` from its inputs restricted to
 that query, timing its own latency stages; an offline node (a latency measurement, a
 reference search, answers generated in batch) is no serving work and gives no value. There
-is no per-stage code here: each op's ``run_one`` sits next to its batch code.
+is no per-stage code here: each op's ``run_one`` sits next to its batch code. A chain with a
+``SelectiveOp`` (a router) is resolved on demand from its last query-time node instead: the
+selective op asks for the inputs it needs (the route it chose), and the routes it did not
+choose do not run — a request pays for the route it took.
 
 ``chain(q)`` returns ``(latency stage -> ms, the chain's last query-time value)``.
 """
@@ -20,7 +23,7 @@ from typing import Any
 from bench.capacity.base import RequestTiming
 from bench.data.base import Dataset
 from bench.pipeline.executor import Executor
-from bench.pipeline.node import Node, OneQuery, Phase, QueryOp, QueryTimer
+from bench.pipeline.node import Node, OneQuery, Phase, QueryOp, QueryTimer, SelectiveOp
 from bench.retrieval.base import order_key
 from bench.telemetry.base import StageTiming
 
@@ -42,6 +45,8 @@ class QueryChain:
             raise TypeError(f"query-time nodes without run_one: {bad}")
         served = [n for n in chain if n.phase is Phase.QUERY]
         self._last = served[-1].key if served else None
+        self._last_node = served[-1] if served else None
+        self._selective = any(isinstance(n.op, SelectiveOp) for n in served)
 
     def __call__(self, q: int) -> tuple[dict[str, float], Any]:
         query = self.dataset.queries[q]
@@ -49,6 +54,8 @@ class QueryChain:
                                       fingerprint=self.dataset.fingerprint), self.id_key)
         timer = QueryTimer(sync_cuda=self.device == "cuda")
         vals: dict[str, Any] = dict(self._fixed)
+        if self._selective and self._last_node is not None:
+            return timer.ms, self._demand(self._last_node, vals, one, timer)
         for n in self.chain:
             if n.key in vals:
                 continue
@@ -59,6 +66,25 @@ class QueryChain:
             else:  # offline work: no request pays it
                 vals[n.key] = None
         return timer.ms, None if self._last is None else vals[self._last]
+
+    def _demand(self, n: Node, vals: dict[str, Any], one: OneQuery, timer: QueryTimer) -> Any:
+        """``n``'s value for this request, computing only what it (and a selective op among
+        its upstream) reads."""
+        if n.key in vals:
+            return vals[n.key]
+        op = n.op
+        if n.phase is not Phase.QUERY:
+            out = None  # offline work: no request pays it
+        elif isinstance(op, SelectiveOp):
+            out = op.run_one_lazy(lambda name: self._demand(n.input(name), vals, one, timer),
+                                  one, timer)
+        else:
+            assert isinstance(op, QueryOp)
+            for i in n.inputs:
+                self._demand(i, vals, one, timer)
+            out = op.run_one(n.bind(vals), one, timer)
+        vals[n.key] = out
+        return out
 
     def timed(self, query_ids: Sequence[str]) -> list[StageTiming]:
         """Each of these queries' chain run alone, one ``request`` sample per latency stage

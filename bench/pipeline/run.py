@@ -24,7 +24,7 @@ from bench.cache.store import ArtifactStore
 from bench.config.build import build
 from bench.config.toplevel import check_gate_categories
 from bench.context.base import JudgedContextBuilder
-from bench.data.base import Dataset
+from bench.data.base import Dataset, Query
 from bench.data.splits import Contamination, contamination, with_splits
 from bench.data.subset import QuerySelection, select_queries
 from bench.embedding.stage import Embeddings
@@ -161,7 +161,7 @@ def prepare(cfg: DictConfig) -> Prepared:
              "data", dataset.name, len(dataset.documents), len(dataset.queries),
              data_ms / 1000, dataset.fingerprint[:12])
     data_timing = StageTiming("data", "total", len(dataset.documents), data_ms, "cpu")
-    dataset, selection, found = select_split(settings, dataset)
+    dataset, selection, found, held_out = select_split(settings, dataset)
     check_gate_categories(settings.gates, {q.category for q in dataset.queries})
     # eligibility (scoring's gold, unauthorized_hits) reads tenants with or without a filter
     check_tenants(dataset)
@@ -170,7 +170,8 @@ def prepare(cfg: DictConfig) -> Prepared:
         check_filter_metrics(comps.filters, settings)
     gen = generation_settings(settings, comps, dataset)
     the_plan = plan(comps, dataset, device=device,
-                    relevance_level=settings.metrics.relevance_level, generation=gen)
+                    relevance_level=settings.metrics.relevance_level, generation=gen,
+                    held_out=held_out)
     check_budget_stages(comps, the_plan)
     check_run_gates(settings.gates, the_plan.configs, comps)
     check_decision_configs(settings, the_plan)
@@ -179,11 +180,13 @@ def prepare(cfg: DictConfig) -> Prepared:
 
 
 def select_split(settings: RunSettings, dataset: Dataset
-                 ) -> tuple[Dataset, QuerySelection, Contamination]:
+                 ) -> tuple[Dataset, QuerySelection, Contamination, tuple[Query, ...]]:
     """The queries this run evaluates (``subset.*``: a split, a seeded stratified sample),
-    after the contamination check over every split of the loaded dataset."""
+    after the contamination check over every split of the loaded dataset, and the loaded
+    queries it does not evaluate (what a stage may learn from: ``PlanState.held_out``)."""
     sub, reg = settings.subset, settings.regression
     dataset = with_splits(dataset, sub.splits)
+    loaded = dataset
     found = contamination(dataset.queries, settings.resolved)
     for line in found.warnings():
         log.warning("contamination: %s", line)
@@ -193,7 +196,9 @@ def select_split(settings: RunSettings, dataset: Dataset
                                         seed=sub.seed, allocation=sub.allocation,
                                         always=set(settings.critical_ids))
     log.info("stage %-10s evaluates %s", "data", selection.line())
-    return dataset, selection, found
+    evaluated = {q.query_id for q in dataset.queries}
+    return dataset, selection, found, tuple(q for q in loaded.queries
+                                            if q.query_id not in evaluated)
 
 
 def execute(p: Prepared) -> tuple[list[ConfigRun], ProbeOutcome, dict[str, MemoCounts]]:
@@ -257,7 +262,8 @@ def score(p: Prepared, configs: list[ConfigRun], probe: ProbeOutcome,
         with p.telemetry.watch("metrics"):
             t0 = time.perf_counter()
             s = score_hits(c.spec.config_id, c.pool.hits, c.extra, dataset, qrels,
-                           list(m.names), relevance_level=m.relevance_level, settings=settings)
+                           list(m.names), relevance_level=m.relevance_level, settings=settings,
+                           query_status=c.pool.query_status)
             if c.spec.kind is ConfigKind.GENERATED:
                 got = answered(c.spec, p.executor)
                 rows, abstention = answer_values(p.comps, dataset, got,

@@ -21,7 +21,7 @@ CHAIN_METRICS = ("e2e_p50_ms", "e2e_p95_ms", "e2e_p99_ms")
 #: share of a metric's expected queries that ended failed / timeout / invalid (``incomplete``:
 #: any of the three), over the config's metrics (``bench.pipeline.gates``)
 EVERY_CONFIG_METRICS = ("unauthorized_hits", "peak_vram_bytes", "failed_share", "timeout_share",
-                        "invalid_share", "incomplete_share")
+                        "invalid_share", "incomplete_share", "budget_exhausted_share")
 #: the cost stage's per-query prices (``bench.cost``): the total's mean / p50 / p99 and each
 #: component's mean
 COST_METRICS = ("cost_per_query", "cost_p50_per_query", "cost_p99_per_query",
@@ -40,6 +40,8 @@ STAGES: tuple[Stage, ...] = (
           config_kinds=("dense", "lexical")),
     Stage("rewrite", ("rewriter",), "bench.rewrite.stage:expand",
           builder="bench.rewrite.stage:build"),
+    Stage("iterative", ("iterative",), "bench.iterative.stage:expand",
+          writer="bench.iterative.report:write"),
     Stage("lexical", ("lexical",), "bench.lexical.stage:expand"),
     # the lexical rewrites (RM3) read the BM25 config, so they expand after it
     Stage("rewrite_lexical", (), "bench.rewrite.stage:expand_lexical"),
@@ -52,6 +54,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("rerank", ("reranker",), "bench.rerank.stage:expand",
           ("rerank_p50_ms", "rerank_p95_ms", "rerank_p99_ms", "rerank_pairs_per_s"),
           takes_device=True, config_nodes=("rerank",)),
+    Stage("route", ("router",), "bench.route.stage:expand", writer="bench.route.report:write"),
     Stage("generation", ("context", "generator", "answers", "judge"),
           "bench.generation.stage:expand",
           ("ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms",

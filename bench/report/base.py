@@ -30,6 +30,17 @@ from bench.telemetry.base import ResourceSample, StageTiming
 
 
 @dataclass(frozen=True)
+class StageReport:
+    """What a stage's own writer (``Stage.writer``) produced: the tables it wrote, its
+    report.md section (markdown lines), its run.json entry (``stages.<name>``)."""
+
+    name: str
+    tables: tuple[str, ...]
+    markdown: tuple[str, ...]
+    manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class ConfigReport:
     config_id: str
     label: str
@@ -95,6 +106,8 @@ class RunReport:
     costs: tuple[CostSummary, ...] = ()
     #: query rewrites against the raw query, per slice, with verdicts (bench.rewrite.decide)
     rewrite: RewriteReport | None = None
+    #: stages' own sections (``Stage.writer``: routing, iterative retrieval), in stage order
+    stage_reports: tuple[StageReport, ...] = ()
 
 
 class Reporter(Protocol):

@@ -74,6 +74,8 @@ class MarkdownReport:
         lines += generation_section(r)
         lines += lost_in_middle_section(r)
         lines += ann_answers_section(r)
+        for sr in r.stage_reports:  # stages' own sections (Stage.writer)
+            lines += list(sr.markdown)
         lines += self._reranking(r)
         lines += self._decisions(r)
         for c in r.configs:

@@ -16,8 +16,11 @@ if TYPE_CHECKING:  # a record type of the context stage, only named here
 
 #: per-(query, metric) statuses (docs/metrics.md completion accounting). ``scored`` and
 #: ``missing_run`` (an empty ranking, scored 0 as trec_eval -c) carry a value; the others do not
-STATUSES = ("scored", "missing_run", "timeout", "invalid", "no_claims", "pruned", "failed")
-VALUED = ("scored", "missing_run")
+STATUSES = ("scored", "missing_run", "timeout", "invalid", "no_claims", "pruned", "failed",
+            "budget_exhausted")
+#: ``budget_exhausted``: an iterative loop stopped by a budget, scored on the evidence it had
+#: (like a missing run is scored as an empty ranking) and counted
+VALUED = ("scored", "missing_run", "budget_exhausted")
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class Accounting:
     n_no_claims: int
     n_pruned: int
     n_failed: int
+    n_budget_exhausted: int = 0
 
     @classmethod
     def of(cls, statuses: list[str] | tuple[str, ...]) -> Accounting:
@@ -51,9 +55,10 @@ class Accounting:
             return sum(1 for x in statuses if x == s)
 
         # a missing run is scored (as an empty ranking) AND counted as missing
-        return cls(len(statuses), count("scored") + count("missing_run"), count("missing_run"),
-                   count("timeout"), count("invalid"), count("no_claims"), count("pruned"),
-                   count("failed"))
+        return cls(len(statuses),
+                   count("scored") + count("missing_run") + count("budget_exhausted"),
+                   count("missing_run"), count("timeout"), count("invalid"), count("no_claims"),
+                   count("pruned"), count("failed"), count("budget_exhausted"))
 
 
 @dataclass(frozen=True)
@@ -167,6 +172,8 @@ class ConfigRow:
     invalid_share: float | None = None
     incomplete_share: float | None = None
     incomplete_metric: str | None = None
+    #: expected queries an iterative loop's budget stopped (scored on their evidence)
+    budget_exhausted_share: float | None = None
     #: cost per query: the total's p50 / p99 and each priced component's mean (None: the
     #: config has no such part, or it carries no price — see cost_unpriced)
     cost_p50_per_query: float | None = None

@@ -84,6 +84,8 @@ SUMMARY = pa.schema(
         pa.field("n_no_claims", pa.int64(), nullable=False),
         pa.field("n_pruned", pa.int64(), nullable=False),
         pa.field("n_failed", pa.int64(), nullable=False),
+        # an iterative loop stopped by a budget (scored on the evidence it had: in n_scored)
+        pa.field("n_budget_exhausted", pa.int64(), nullable=False),
     ]
 )
 
@@ -176,6 +178,8 @@ CONFIGS = pa.schema(
         pa.field("invalid_share", pa.float64(), nullable=True),
         pa.field("incomplete_share", pa.float64(), nullable=True),
         pa.field("incomplete_metric", pa.string(), nullable=True),
+        # expected queries an iterative loop's budget stopped (scored, so not incomplete)
+        pa.field("budget_exhausted_share", pa.float64(), nullable=True),
         # cost per query: the total's p50 / p99, each priced component's mean, what is unpriced
         pa.field("cost_p50_per_query", pa.float64(), nullable=True),
         pa.field("cost_p99_per_query", pa.float64(), nullable=True),
@@ -284,3 +288,49 @@ TABLES = {
     "filters": FILTER_QUERIES,
     "judgements": JUDGEMENTS,
 }
+
+#: iterations.parquet: one row per (iterative config, query, turn) of an iterative loop
+#: (bench.iterative); the per-query columns repeat on each of the query's turns.
+ITERATIONS = pa.schema(
+    [
+        pa.field("schema_version", pa.int32(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("config_id", pa.string(), nullable=False),
+        # the one-shot config it extends (its first search is turn 1)
+        pa.field("parent_config_id", pa.string(), nullable=False),
+        pa.field("query_id", pa.string(), nullable=False),
+        pa.field("category", pa.string(), nullable=False),
+        pa.field("turn", pa.int32(), nullable=False),
+        pa.field("query_text", pa.string(), nullable=False),
+        pa.field("turn_tokens", pa.int64(), nullable=False),
+        pa.field("top_score", pa.float64(), nullable=True),
+        pa.field("new_docs", pa.int64(), nullable=False),
+        # per query: searches, query tokens, loop ms after turn 1, why it stopped, its status
+        pa.field("calls", pa.int64(), nullable=False),
+        pa.field("tokens", pa.int64(), nullable=False),
+        pa.field("loop_ms", pa.float64(), nullable=False),
+        pa.field("stop", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+        # documents seen over every turn, and the share of the query's eligible gold among
+        # them (null: no relevant document)
+        pa.field("evidence_docs", pa.int64(), nullable=False),
+        pa.field("gold_coverage", pa.float64(), nullable=True),
+    ]
+)
+
+#: routes.parquet: one row per (routed config, query): the route chosen, the label derived
+#: from the data (bench.route.labels) and the config that served the query.
+ROUTES = pa.schema(
+    [
+        pa.field("schema_version", pa.int32(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("config_id", pa.string(), nullable=False),
+        pa.field("query_id", pa.string(), nullable=False),
+        pa.field("category", pa.string(), nullable=False),
+        pa.field("label", pa.string(), nullable=False),
+        pa.field("route", pa.string(), nullable=False),
+        # the route's config id ("" for the none route: no retrieval)
+        pa.field("target_config_id", pa.string(), nullable=False),
+        pa.field("correct", pa.bool_(), nullable=False),
+    ]
+)

@@ -13,7 +13,7 @@ chunk-level results into document ``Hits``); add ``conf/retriever/<name>.yaml``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -96,6 +96,10 @@ class Pool:
 
     hits: Hits
     chunk_result: SearchResult | None = None
+    #: per query (dataset order), the status its retrieval metrics carry when not ``scored``
+    #: (an iterative loop's ``budget_exhausted``: scored on the evidence it had, and counted);
+    #: "" = scored. None: every query scored
+    query_status: tuple[str, ...] | None = field(default=None, kw_only=True)
 
 
 def order_key(doc_ids: Sequence[str]) -> np.ndarray:

@@ -32,7 +32,10 @@ OVERRIDES = ["dataset=synthetic", "rewriter=query_rewrite", "~rewriter.rewriters
              "lexical=bm25", "fusion=rrf",
              "filters=hard_vs_soft", "reranker=bi_encoder_l3", "reranker.depths=[4,8]",
              "index=hnsw", "index.query_params=[{ef_search: 16}]",
-             "metrics.bootstrap_resamples=200"]
+             "metrics.bootstrap_resamples=200",
+             # no wall-time limit any query reaches: a loop stopped by the clock differs
+             # between two runs of it on a loaded machine
+             "iterative=decompose", "iterative.max_wall_ms=1e9", "router=rules"]
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +113,8 @@ def test_every_query_time_op_agrees_with_its_batch_rows(batch: dict[str, Any]) -
                             np.asarray(ex.value(n).vectors)[q], rtol=1e-6, atol=1e-7)
                         checked.add(n.stage)
     assert {"rewrite", "retrieve", "lexical", "fusion", "filters", "rerank_cut",
-            "rewrite_lexical", "rewrite_hyde", "rewrite_multi_query"} <= checked
+            "rewrite_lexical", "rewrite_hyde", "rewrite_multi_query",
+            "iterate", "route", "no_retrieval"} <= checked
 
 
 def test_the_query_encoder_agrees_with_the_batch_pass(batch: dict[str, Any]) -> None:
@@ -139,5 +143,27 @@ def test_the_chain_times_every_latency_stage_of_its_ops(batch: dict[str, Any]) -
     assert {"embed_query", "retrieve", "lexical", "fold", "fusion", "filters", "rerank",
             "rerank_cut"} == emitted
     assert isinstance(pool, Pool) and pool.hits.n_queries == 1
-    # the rewrite lanes (rocchio, rm3, hyde, multi-query) add theirs
-    assert set(the_plan.query_time_stages()) == emitted | {"rewrite", "rewrite_generate"}
+    # the rewrite lanes (rocchio, rm3, hyde, multi-query), the iterative lanes, the routed
+    # config add theirs
+    assert set(the_plan.query_time_stages()) == emitted | {"rewrite", "rewrite_generate",
+                                                           "iterate", "route"}
+
+
+def test_a_routed_request_runs_the_chosen_route_only(batch: dict[str, Any]) -> None:
+    from bench.route.stage import RoutedPool
+
+    the_plan, ex, ds = batch["plan"], batch["executor"], batch["dataset"]
+    spec = next(c for c in the_plan.configs if c.label == "routed[rules]")
+    whole = ex.value(spec.leaf)
+    assert isinstance(whole, RoutedPool)
+    chain = QueryChain(spec.chain, ex, ds, "cpu")
+    seen = set()
+    for q in range(len(ds.queries)):
+        ms, pool = chain(q)
+        _same_pool(pool, whole, q, f"routed query {q}")
+        route = whole.routes[q]
+        seen.add(route)
+        # the decision, then the route's own chain: no other route's stage is timed
+        assert "route" in ms and ("iterate" in ms) == (route == "iterative"), (route, ms)
+        assert "rerank" not in ms and "lexical" not in ms
+    assert seen == {"one_shot", "iterative"}  # the shipped rules never choose none

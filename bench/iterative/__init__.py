@@ -1,0 +1,1 @@
+"""The `iterative` stage: search, look, reformulate, search again, under budgets (see ``base``)."""

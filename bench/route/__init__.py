@@ -1,0 +1,1 @@
+"""The `route` stage: a router chooses, per query, which configured pipeline serves it."""
