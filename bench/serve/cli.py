@@ -3,13 +3,15 @@ validate and plan (a config error is one line and exit 2 before the port is boun
 port, then load the served chain in the background while ``/health`` answers and ``/ready``
 says ``loading``. A failed load (a remote backend refusing, a broken artifact) prints one
 line, stops the server and exits 2. SIGTERM / SIGINT drain: the port stops accepting, requests
-in flight get ``serve.shutdown_timeout_s`` to finish, the generator is released, exit 0.
+in flight get ``serve.shutdown_timeout_s`` to finish, the generator is released, and the
+process ends by the signal uvicorn re-raises after the drain.
 
 ``config=<config_id>`` is shorthand for ``serve.config=<config_id>``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import socket
@@ -22,7 +24,7 @@ from omegaconf import DictConfig
 
 from bench.app import CONF_DIR, _config_error_line
 from bench.config.schema import register
-from bench.errors import BenchError, ConfigError
+from bench.errors import BenchError, ConfigError, MissingDependencyError
 
 log = logging.getLogger("bench")
 
@@ -45,6 +47,9 @@ def bind(host: str, port: int) -> socket.socket:
 def serve(cfg: DictConfig) -> int:
     """Serve until SIGTERM / SIGINT; the exit code (2: the chain failed to load)."""
     t_start = time.perf_counter()
+    for package in ("fastapi", "uvicorn"):
+        if importlib.util.find_spec(package) is None:
+            raise MissingDependencyError(package, "serve", "python -m bench.serve")
     from bench.serve.service import prepare_service
 
     service, settings = prepare_service(cfg)

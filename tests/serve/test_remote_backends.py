@@ -211,3 +211,24 @@ def test_retries_backoff_api_key_and_a_server_that_dies(flaky: ThreadingHTTPServ
     res = end.post("/embeddings", {"input": ["x"]})
     assert res.record.status == "failed" and res.record.attempts == 2
     assert "ConnectError" in (res.record.error or "")
+
+
+def test_a_pass_cut_short_resumes_from_the_memo(flaky: ThreadingHTTPServer,
+                                                tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{flaky.server_address[1]}"
+    texts = ["a", "b", "c"]
+
+    def embedder() -> OpenAIHTTPEmbedder:
+        return OpenAIHTTPEmbedder(base_url=url, model="m", dimensions=3, batch_size=1,
+                                  max_concurrency=1, max_retries=0, memo_dir=str(tmp_path))
+
+    _Flaky.script, _Flaky.seen = [200, 503], []
+    with pytest.raises(RemoteError, match="HTTP 503"):
+        embedder().encode(texts, kind="document", out=np.zeros((3, 3), np.float32))
+    assert len(_Flaky.seen) == 3  # the batch after the failure was answered too
+    _Flaky.seen = []
+    out = np.zeros((3, 3), np.float32)
+    stats = embedder().encode(texts, kind="document", out=out)
+    assert len(_Flaky.seen) == 1  # only the batch never answered is asked again
+    np.testing.assert_allclose(out, np.full((3, 3), [2 ** -0.5, 2 ** -0.5, 0.0]), rtol=1e-6)
+    assert stats.n_texts == 3
