@@ -11,7 +11,8 @@ is no per-stage code here: each op's ``run_one`` sits next to its batch code. A 
 selective op asks for the inputs it needs (the route it chose), and the routes it did not
 choose do not run — a request pays for the route it took.
 
-``chain(q)`` returns ``(latency stage -> ms, the chain's last query-time value)``.
+``chain(q)`` returns ``(latency stage -> ms, the chain's last query-time value)``;
+``chain.serve(query)`` the same for any ``Query`` (a served request, ``bench.serve``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.capacity.base import RequestTiming
-from bench.data.base import Dataset
+from bench.data.base import Dataset, Query
 from bench.pipeline.executor import Executor
 from bench.pipeline.node import Node, OneQuery, Phase, QueryOp, QueryTimer, SelectiveOp
 from bench.retrieval.base import order_key
@@ -49,7 +50,11 @@ class QueryChain:
         self._selective = any(isinstance(n.op, SelectiveOp) for n in served)
 
     def __call__(self, q: int) -> tuple[dict[str, float], Any]:
-        query = self.dataset.queries[q]
+        return self.serve(self.dataset.queries[q])
+
+    def serve(self, query: Query) -> tuple[dict[str, float], Any]:
+        """The chain for ``query``: one of the dataset's, or any request's (``bench.serve``:
+        its text, the caller's roles and tenant) over the same corpus and index."""
         one = OneQuery(query, Dataset(self.dataset.name, self.dataset.documents, (query,),
                                       fingerprint=self.dataset.fingerprint), self.id_key)
         timer = QueryTimer(sync_cuda=self.device == "cuda")
