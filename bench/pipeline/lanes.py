@@ -35,6 +35,8 @@ class ConfigKind(enum.StrEnum):
     FUSED = "fused"
     RERANKED = "reranked"
     GENERATED = "generated"
+    #: a black-box service's rankings (``system=http``, bench.system)
+    SYSTEM = "system"
 
 
 @dataclass(frozen=True)

@@ -254,7 +254,8 @@ def score(p: Prepared, configs: list[ConfigRun], probe: ProbeOutcome,
         with p.telemetry.watch("metrics"):
             t0 = time.perf_counter()
             s = score_hits(c.spec.config_id, c.pool.hits, c.extra, dataset, qrels,
-                           list(m.names), relevance_level=m.relevance_level, settings=settings)
+                           list(m.names), relevance_level=m.relevance_level, settings=settings,
+                           incomplete=c.pool.incomplete)
             if c.spec.kind is ConfigKind.GENERATED:
                 got = answered(c.spec, p.executor)
                 rows, abstention = answer_values(p.comps, dataset, got,

@@ -60,9 +60,11 @@ def summarize_values(config_id: str, categories: Sequence[str],
 
 def score_hits(config_id: str, hits: Hits, extra: Mapping[str, np.ndarray], dataset: Dataset,
                qrels: Qrels, metrics: Sequence[str], *, relevance_level: int,
-               settings: SummarySettings) -> ConfigScores:
+               settings: SummarySettings,
+               incomplete: Mapping[str, str] | None = None) -> ConfigScores:
     """Retrieval metrics of one pool; ``extra`` adds per-query metrics over ALL queries in
-    dataset order (e.g. ann_recall@10)."""
+    dataset order (e.g. ann_recall@10). ``incomplete``: queries whose ranking never came
+    (``failed`` / ``timeout`` / ``invalid``): that status and no value, never a 0."""
     ev: Evaluation = evaluate(qrels, run_of(dataset, hits), list(metrics),
                               relevance_level=relevance_level)
     values = {m: np.asarray(v, dtype=np.float64) for m, v in ev.values.items()}
@@ -72,7 +74,13 @@ def score_hits(config_id: str, hits: Hits, extra: Mapping[str, np.ndarray], data
         for name, per_query in extra.items():
             values[name] = np.asarray(per_query, dtype=np.float64)[rows]
     missing = set(ev.missing_runs)
-    status = tuple("missing_run" if q in missing else "scored" for q in ev.query_ids)
+    lost = incomplete or {}
+    status = tuple(lost.get(q, "missing_run" if q in missing else "scored")
+                   for q in ev.query_ids)
+    if lost:
+        gone = np.asarray([q in lost for q in ev.query_ids], dtype=bool)
+        for v in values.values():
+            v[gone] = np.nan
     statuses = {m: status for m in values}
     cat_of = {q.query_id: q.category for q in dataset.queries}
     cats = tuple(cat_of[qid] for qid in ev.query_ids)

@@ -25,6 +25,7 @@ from bench.results.records import (
     SummaryRow,
 )
 from bench.results.scores import ConfigScores
+from bench.system.report import SystemLatency
 from bench.telemetry.base import ResourceSample, StageTiming
 
 
@@ -92,6 +93,8 @@ class RunReport:
     passed_gates: tuple[str, ...] = ()
     #: cost per query by component of each priced config (``cost`` group)
     costs: tuple[CostSummary, ...] = ()
+    #: black-box systems' requests and latency split (``system=http``, bench.system.report)
+    systems: tuple[SystemLatency, ...] = ()
 
 
 class Reporter(Protocol):

@@ -19,6 +19,7 @@ from bench.report.generation import generation_section, lost_in_middle_section
 from bench.report.pareto import FrontInput, pareto_front, quality_cost_front
 from bench.results.records import Comparison, ConfigRow, SummaryRow
 from bench.results.write import atomic_write_bytes
+from bench.system.report import system_section
 from bench.telemetry.base import ResourceSample, StageTiming
 
 #: p99 from fewer samples than this is flagged (docs/metrics.md)
@@ -70,6 +71,7 @@ class MarkdownReport:
         lines += _registered(r)
         lines += self._comparisons(r)
         lines += generation_section(r)
+        lines += system_section(r.systems)
         lines += lost_in_middle_section(r)
         lines += ann_answers_section(r)
         lines += self._reranking(r)

@@ -13,7 +13,7 @@ chunk-level results into document ``Hits``); add ``conf/retriever/<name>.yaml``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -96,6 +96,9 @@ class Pool:
 
     hits: Hits
     chunk_result: SearchResult | None = None
+    #: per query without a ranking, why (``failed`` / ``timeout`` / ``invalid``: a served
+    #: system's request did not complete); its retrieval metrics carry that status
+    incomplete: Mapping[str, str] | None = field(default=None, kw_only=True)
 
 
 def order_key(doc_ids: Sequence[str]) -> np.ndarray:
