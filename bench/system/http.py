@@ -8,7 +8,7 @@ answer is joined from each event's ``response.delta``, the other fields are read
 events that carry them (the last one wins), and TTFT is the time to the first non-empty
 delta.
 
-Retries and limits are the chat-completions client's (``bench.generation.openai_http``):
+Retries and limits are the remote backends' (``bench.http.client``):
 ``max_concurrency`` requests in flight, ``timeout_s`` per request end to end, connection
 errors / 429 / 5xx retried ``max_retries`` times with exponential backoff from ``backoff_s``
 (a 429's Retry-After honoured), other 4xx not retried. The API key is read at request time
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +32,15 @@ from typing import Any
 
 from bench.config.build import OptionError
 from bench.errors import ConfigError, MissingDependencyError
-from bench.generation.openai_http import RETRY_STATUS, _retry_after, iter_sse_data
+from bench.http.client import (
+    RETRY_STATUS,
+    api_key_headers,
+    check_api_key_env,
+    check_robustness,
+    iter_sse_data,
+    retry_after,
+    server_total_ms,
+)
 from bench.system.base import FAILED, INVALID, OK, TIMEOUT, SystemQuery, SystemResponse
 from bench.system.mapping import MappingError, Parsed, ResponseMapping, check_template, fill
 
@@ -65,7 +72,10 @@ class HTTPSystem:
     request (200 expected); ``preflight``: send one request before any work and check its
     body against the mapping (off: the first failures show up as per-query statuses);
     ``doc_id_separator``: returned ids are chunk ids ``<doc id><sep><chunk>``: the part before
-    the last separator is the document; ``name``: the config label (``system(<name>)``).
+    the last separator is the document; ``server_timing_header``: without mapped
+    ``response.server_timings``, the server's time is the ``total`` entry of its
+    ``Server-Timing`` header (``bench.serve`` sends one); ``name``: the config label
+    (``system(<name>)``).
     """
 
     def __init__(
@@ -85,6 +95,7 @@ class HTTPSystem:
         backoff_s: float = 0.5,
         max_concurrency: int = 1,
         doc_id_separator: str | None = None,
+        server_timing_header: bool = False,
         name: str = "http",
     ) -> None:
         for key, value in (("url", url), ("health_url", health_url)):
@@ -92,16 +103,9 @@ class HTTPSystem:
                 raise OptionError(key, f"must start with http:// or https://, got {value!r}")
         if method.upper() not in ("POST", "GET"):
             raise OptionError("method", f"must be POST or GET, got {method!r}")
-        if timeout_s <= 0:
-            raise OptionError("timeout_s", f"must be > 0, got {timeout_s}")
-        if max_retries < 0:
-            raise OptionError("max_retries", f"must be >= 0, got {max_retries}")
-        if backoff_s < 0:
-            raise OptionError("backoff_s", f"must be >= 0, got {backoff_s}")
-        if max_concurrency < 1:
-            raise OptionError("max_concurrency", f"must be >= 1, got {max_concurrency}")
-        if api_key_env is not None and not os.environ.get(api_key_env):
-            raise OptionError("api_key_env", f"environment variable {api_key_env} is not set")
+        check_robustness(max_concurrency=max_concurrency, timeout_s=timeout_s,
+                         max_retries=max_retries, backoff_s=backoff_s)
+        check_api_key_env(api_key_env)
         if doc_id_separator == "":
             raise OptionError("doc_id_separator", "must be a non-empty string or null")
         if not name or any(c in name for c in "()>,"):
@@ -122,6 +126,7 @@ class HTTPSystem:
         self.backoff_s = float(backoff_s)
         self.max_concurrency = max_concurrency
         self.doc_id_separator = doc_id_separator
+        self.server_timing_header = server_timing_header
         self.name = name
         self._client: Any = None
         self._lock = threading.Lock()
@@ -201,13 +206,8 @@ class HTTPSystem:
             return self._client
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream" if self.stream else "application/json",
-                   **self.headers}
-        if self.api_key_env is not None:
-            key = os.environ.get(self.api_key_env)
-            if key:
-                headers["Authorization"] = f"Bearer {key}"
-        return headers
+        return {"Accept": "text/event-stream" if self.stream else "application/json",
+                **self.headers, **api_key_headers(self.api_key_env)}
 
     def body(self, q: SystemQuery) -> Any:
         return fill(self.template, {"query": q.text, "query_id": q.query_id,
@@ -251,13 +251,16 @@ class HTTPSystem:
                     return _Attempt(None, resp.status_code in RETRY_STATUS,
                                     f"HTTP {resp.status_code}: {' '.join(text.split())}",
                                     resp.status_code,
-                                    _retry_after(resp.headers.get("retry-after")))
+                                    retry_after(resp.headers.get("retry-after")))
                 if self.stream:
-                    return _Attempt(self._consume(q, resp, t0, deadline), False, "")
-                raw = resp.read()
-                if time.perf_counter() > deadline:
-                    raise _Deadline
-                return _Attempt(self._parsed(q, raw, t0), False, "")
+                    r = self._consume(q, resp, t0, deadline)
+                else:
+                    raw = resp.read()
+                    if time.perf_counter() > deadline:
+                        raise _Deadline
+                    r = self._parsed(q, raw, t0)
+                return _Attempt(self._header_timing(r, resp.headers.get("server-timing")),
+                                False, "")
         except (_Deadline, httpx.TimeoutException):
             return _Attempt(SystemResponse(q.query_id, TIMEOUT, (time.perf_counter() - t0)
                                            * 1000.0, error=f"no complete response within "
@@ -266,6 +269,13 @@ class HTTPSystem:
             return _Attempt(None, True, f"{type(exc).__name__}: {exc}")
         except httpx.HTTPError as exc:
             return _Attempt(None, False, f"{type(exc).__name__}: {exc}")
+
+    def _header_timing(self, r: SystemResponse, header: str | None) -> SystemResponse:
+        """The server's ``Server-Timing: total`` when asked for and no field is mapped."""
+        if not self.server_timing_header or r.server_ms or r.status != OK:
+            return r
+        total = server_total_ms(header)
+        return r if total is None else replace(r, server_ms=(("total", total),))
 
     def _parsed(self, q: SystemQuery, raw: bytes, t0: float) -> SystemResponse:
         got = time.perf_counter()

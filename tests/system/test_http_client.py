@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from server_fixture import serving
+from scripted_fixture import serving
 
 from bench.config.build import OptionError
 from bench.errors import ConfigError

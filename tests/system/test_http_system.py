@@ -16,13 +16,13 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 from omegaconf import OmegaConf
-from server_fixture import REPO, serving
+from scripted_fixture import REPO, compose_run, serving
 
 from bench.config.build import build
 from bench.data.base import Dataset
 from bench.errors import ConfigError
 from bench.generation.openai_http import free_port
-from bench.pipeline.run import RunResult, run
+from bench.pipeline.run import RunResult
 
 APP = "tests.system.scripted_server:app"
 RESPONSE = {"documents": "documents", "doc_id": "doc_id", "score": "score",
@@ -65,30 +65,13 @@ def script(d: Dataset, path: Path, **extra: Any) -> dict[str, Any]:
     return out
 
 
-def compose_run(overrides: list[str], cache: Path, out: Path) -> RunResult:
-    from hydra import compose, initialize_config_dir
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import open_dict
-
-    from bench.app import CONF_DIR
-    from bench.config.schema import register
-
-    register()
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose(config_name="config", return_hydra_config=True, overrides=[
-            "dataset=synthetic", f"cache_dir={cache}", "metrics.bootstrap_resamples=200",
-            "embedder=static_l3", "latency.queries=4", *overrides])
-    HydraConfig.instance().set_config(cfg)
-    with open_dict(cfg):
-        del cfg["hydra"]
-    return run(cfg, out)
-
-
 def system_overrides(root: str, *, path: str = "/v1/answer", timeout_s: float = 1.0,
                      response: dict[str, Any] | None = None) -> list[str]:
     mapping = json.dumps(response or RESPONSE).replace('"', "")
     return ["system=http", f"system.url={root}{path}", f"system.timeout_s={timeout_s}",
-            "system.backoff_s=0.05", "system.max_retries=1", f"system.response={mapping}"]
+            "system.backoff_s=0.05", "system.max_retries=1",
+            # the option's own server_timings are replaced, not merged into
+            "system.response.server_timings=null", f"system.response={mapping}"]
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -57,3 +58,24 @@ def serving(app: str, *, env: dict[str, str] | None = None, log: Path | None = N
                 proc.wait()
         if out is not subprocess.DEVNULL:
             out.close()
+
+
+def compose_run(overrides: list[str], cache: Path, out: Path) -> Any:
+    """A run of the synthetic corpus (static embedder, small bootstrap) with ``overrides``."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from bench.app import CONF_DIR
+    from bench.config.schema import register
+    from bench.pipeline.run import run
+
+    register()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", return_hydra_config=True, overrides=[
+            "dataset=synthetic", f"cache_dir={cache}", "metrics.bootstrap_resamples=200",
+            "embedder=static_l3", "latency.queries=4", *overrides])
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return run(cfg, out)
