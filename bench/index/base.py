@@ -61,3 +61,31 @@ class VectorIndex(Protocol):
     def build(self, vectors: np.ndarray) -> tuple[BuiltIndex, BuildInfo]: ...
 
     def load(self, directory: Path) -> BuiltIndex: ...
+
+
+# -------------------------------------------------------------- filtered search (optional)
+#
+# A capability of the database backends (``bench.index.pgvector``, ``bench.index.lance``), a
+# separate protocol rather than a probe: the filter is pushed down into the engine's own
+# query (SQL ``WHERE`` / LanceDB ``where``), so what is measured is what the engine does with
+# a filter (pre-filter, post-filter, or a planner's choice of an exact scan), not a filter
+# applied in Python to its unfiltered top-k.
+
+
+class FilteredSearch(Protocol):
+    def search_where(
+        self, queries: np.ndarray, k: int, params: Mapping[str, int | float], *,
+        column: str, values: np.ndarray,
+    ) -> SearchResult:
+        """Top-``k`` of query i among the rows whose integer attribute ``column`` equals
+        ``values[i]`` (int64 [n_q]); -1 ids pad a list the engine returned short."""
+        ...
+
+
+class FilterableIndex(Protocol):
+    def build_with_attributes(
+        self, vectors: np.ndarray, attributes: Mapping[str, np.ndarray]
+    ) -> tuple[FilteredSearch, BuildInfo]:
+        """Build over ``vectors`` with one integer column per ``attributes`` entry (int32
+        [N] each) that ``search_where`` can filter on."""
+        ...
