@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from bench.config.build import OptionError
@@ -76,6 +77,13 @@ class HTTPSystem:
     ``response.server_timings``, the server's time is the ``total`` entry of its
     ``Server-Timing`` header (``bench.serve`` sends one); ``name``: the config label
     (``system(<name>)``).
+
+    ``serve``: start ``python -m bench.serve <serve...>`` (Hydra overrides naming the served
+    run and ``config=<id or label>``) on a free port before the preflight and stop it when
+    the requests are done (or at exit); ``url`` is then the path on it (``/v1/retrieve``) and
+    the cache key names the served overrides instead of the port. ``serve_log``: its output
+    (null: a temporary file, named in the log); ``serve_ready_timeout_s``: how long it may
+    take to load (a cold cache builds the served config's chunks, vectors and index).
     """
 
     def __init__(
@@ -96,9 +104,22 @@ class HTTPSystem:
         max_concurrency: int = 1,
         doc_id_separator: str | None = None,
         server_timing_header: bool = False,
+        serve: list[str] | None = None,
+        serve_log: str | None = None,
+        serve_ready_timeout_s: float = 900.0,
         name: str = "http",
     ) -> None:
-        for key, value in (("url", url), ("health_url", health_url)):
+        if serve is not None:
+            if not url.startswith("/"):
+                raise OptionError("url", f"with serve=..., url is the path on the started "
+                                  f"server (/v1/retrieve), got {url!r}")
+            if not serve or not any(str(a).startswith(("config=", "serve.config="))
+                                    for a in serve):
+                raise OptionError("serve", "must name the served config: config=<id or label>")
+            if serve_ready_timeout_s <= 0:
+                raise OptionError("serve_ready_timeout_s", "must be > 0")
+        for key, value in (("url", None if serve is not None else url),
+                           ("health_url", health_url)):
             if value is not None and not value.startswith(("http://", "https://")):
                 raise OptionError(key, f"must start with http:// or https://, got {value!r}")
         if method.upper() not in ("POST", "GET"):
@@ -128,6 +149,11 @@ class HTTPSystem:
         self.doc_id_separator = doc_id_separator
         self.server_timing_header = server_timing_header
         self.name = name
+        self.serve = None if serve is None else [str(a) for a in serve]
+        self.serve_log = serve_log
+        self.serve_ready_timeout_s = float(serve_ready_timeout_s)
+        self.cache_dir: str | None = None
+        self._server: Any = None
         self._client: Any = None
         self._lock = threading.Lock()
 
@@ -144,7 +170,10 @@ class HTTPSystem:
 
     # -- BlackBox ---------------------------------------------------------------------------
     def cache_params(self) -> dict[str, object]:
-        return {"backend": "http", "url": self.url, "method": self.method,
+        # a started server's port changes every run; what it serves does not
+        where: object = self.url if self.serve is None else {"serve": self.serve,
+                                                             "path": self.url}
+        return {"backend": "http", "url": where, "method": self.method,
                 "request": self.template, "response": self.raw_mapping, "stream": self.stream,
                 "doc_id_separator": self.doc_id_separator}
 
@@ -152,6 +181,7 @@ class HTTPSystem:
         if not self.do_preflight:
             return
         httpx = _httpx()
+        self._start()
         if self.health_url is not None:
             try:
                 code = httpx.get(self.health_url, timeout=min(self.timeout_s, 10.0)).status_code
@@ -172,13 +202,15 @@ class HTTPSystem:
             key, _, why = err.partition(": ")
             raise ConfigError(f"system.{key}", f"the preflight response from {self.url} does "
                               f"not fit: {why}")
-        raise ConfigError("system.url", f"preflight request to {self.url} {r.status}: {err}")
+        raise ConfigError("system.url", f"preflight request to {self._url()} {r.status}: "
+                          f"{err}")
 
     def ask(self, queries: Sequence[SystemQuery],
             on_response: Callable[[SystemResponse], None] | None = None
             ) -> list[SystemResponse]:
         if not queries:
             return []
+        self._start()
         out: list[SystemResponse | None] = [None] * len(queries)
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(queries))) as pool:
             futures = {pool.submit(self._one, q): i for i, q in enumerate(queries)}
@@ -194,6 +226,43 @@ class HTTPSystem:
             if self._client is not None:
                 self._client.close()
                 self._client = None
+            if self._server is not None:
+                self._server.stop()
+                log.info("stage %-10s stopped bench.serve (pid %s)", "system",
+                         self._server.proc.pid)
+                self._server = None
+
+    def _start(self) -> None:
+        """Start the managed ``bench.serve`` (once); a server that does not come up is a
+        config error naming ``system.serve``."""
+        import atexit
+
+        from bench.serve.launch import ServedProcess, ServerError
+
+        with self._lock:
+            if self.serve is None or self._server is not None:
+                return
+            extra = [] if self.cache_dir is None or any(
+                a.startswith("cache_dir=") for a in self.serve) else [
+                f"cache_dir={self.cache_dir}"]
+            log_path = None if self.serve_log is None else Path(self.serve_log)
+            srv = ServedProcess([*self.serve, *extra], log_path=log_path,
+                                ready_timeout_s=self.serve_ready_timeout_s)
+            log.info("stage %-10s starting python -m bench.serve %s (log %s)", "system",
+                     " ".join(self.serve), srv.log_path)
+            try:
+                srv.__enter__()
+            except ServerError as exc:
+                raise ConfigError("system.serve", exc.one_line()) from None
+            atexit.register(srv.stop)
+            log.info("stage %-10s bench.serve ready at %s in %.1f s", "system", srv.base_url,
+                     srv.start_s or 0.0)
+            self._server = srv
+
+    def _url(self) -> str:
+        if self._server is None:
+            return self.url
+        return f"{self._server.base_url}{self.url}"
 
     # -- internals --------------------------------------------------------------------------
     def _http(self) -> Any:
@@ -245,7 +314,7 @@ class HTTPSystem:
             kwargs["json"] = body
         deadline = t0 + self.timeout_s
         try:
-            with client.stream(self.method, self.url, **kwargs) as resp:
+            with client.stream(self.method, self._url(), **kwargs) as resp:
                 if resp.status_code != 200:
                     text = resp.read().decode("utf-8", "replace")[:200]
                     return _Attempt(None, resp.status_code in RETRY_STATUS,

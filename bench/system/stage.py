@@ -387,10 +387,13 @@ def build(cfg: DictConfig, device: str) -> dict[str, Any]:
     request: an unreachable endpoint or a response that does not fit the mapping is a
     config error naming the key, before any work."""
     from bench.config.build import build as build_option
+    from bench.system.http import HTTPSystem
 
     system = build_option(cfg.system, "system")
     if system is None:
         return {"system": None}
+    if isinstance(system, HTTPSystem):  # a started bench.serve shares the run's cache
+        system.cache_dir = str(Path(cfg.cache_dir).expanduser())
     system.preflight()
     store = ArtifactStore(Path(cfg.cache_dir).expanduser())
     return {"system": Served(system, store)}

@@ -9,8 +9,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from scripted_fixture import compose_run
 
-from bench.serve.launch import ServedProcess
-
 SMALL = ["dataset=synthetic", "device=cpu", "embedder=static_l3"]
 
 
@@ -39,11 +37,13 @@ def _dense_config_id(cache: Path, tmp: Path) -> str:
 def test_served_config_reproduces_its_in_process_metrics(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     cid = _dense_config_id(cache, tmp_path)
-    with ServedProcess([*SMALL, f"config={cid}", f"cache_dir={cache}"],
-                       ready_timeout_s=300.0, log_path=tmp_path / "serve.log") as srv:
-        result = compose_run([*SMALL[1:], "system=http_retrieve",
-                              f"system.url={srv.base_url}/v1/retrieve"], cache,
-                             tmp_path / "run")
+    # the run starts `python -m bench.serve` of X itself (system.serve), on its own cache
+    serve = ",".join(f"'{a}'" for a in [*SMALL, f"config={cid}"])
+    result = compose_run([*SMALL[1:], "system=http_retrieve", "system.url=/v1/retrieve",
+                          f"system.serve=[{serve}]",
+                          f"system.serve_log={tmp_path / 'serve.log'}"], cache,
+                         tmp_path / "run")
+    assert (tmp_path / "serve.log").read_text()  # the server's own log
     configs = {c["label"]: c for c in
                pq.read_table(result.run_dir / "configs.parquet").to_pylist()}
     mine = configs["system(retrieve)"]
