@@ -76,6 +76,8 @@ class BlackBox(Protocol):
 
     #: the config label's name (``system(<name>)``)
     name: str
+    #: its responses carry measured latencies (imported answers do not: no e2e samples)
+    timed: bool
 
     @property
     def documents(self) -> bool:

@@ -155,6 +155,7 @@ class HTTPSystem:
         self.cache_dir: str | None = None
         self._server: Any = None
         self._client: Any = None
+        self.timed = True
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -423,4 +424,6 @@ def _httpx() -> Any:
         import httpx
     except ImportError:
         raise MissingDependencyError("httpx", "cpu", "system=http") from None
+    # one INFO line per request would drown the run's log: system.parquet has every request
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     return httpx

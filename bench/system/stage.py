@@ -160,8 +160,9 @@ class AskOp(OpTraits):
         finally:
             self.served.system.close()
         responses = tuple(got[q.query_id] for q in queries)
-        for r in responses:  # each request's own end-to-end time, joinable per query
-            timing.add("query", 1, r.e2e_ms, r.query_id)
+        if self.served.system.timed:  # each request's own end-to-end time, per query
+            for r in responses:
+                timing.add("query", 1, r.e2e_ms, r.query_id)
         counts: dict[str, int] = {}
         for r in responses:
             counts[r.status] = counts.get(r.status, 0) + 1
@@ -264,7 +265,8 @@ class ContextsOp(OpTraits):
             if r.status != OK:  # no response, no context: its answer metrics carry why
                 continue
             passages = []
-            for rank, d in enumerate(r.doc_ids, start=1):
+            for rank in range(1, max(len(r.doc_ids), len(r.passages)) + 1):
+                d = r.doc_ids[rank - 1] if r.doc_ids else ""  # text-only contexts: no id
                 text = (r.passages[rank - 1] if r.passages
                         else chunk_text_field(dataset.documents[docs[d]]))
                 passages.append(ContextPassage(d, -1, text, rank))
