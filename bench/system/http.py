@@ -83,7 +83,10 @@ class HTTPSystem:
     the requests are done (or at exit); ``url`` is then the path on it (``/v1/retrieve``) and
     the cache key names the served overrides instead of the port. ``serve_log``: its output
     (null: a temporary file, named in the log); ``serve_ready_timeout_s``: how long it may
-    take to load (a cold cache builds the served config's chunks, vectors and index).
+    take to load (a cold cache builds the served config's chunks, vectors and index);
+    ``serve_keep``: keep it up until the process exits instead of stopping it when the
+    requests are done (other stages of the run use it too: ``embedder=openai_http`` at a
+    fixed ``serve.port``).
     """
 
     def __init__(
@@ -107,6 +110,7 @@ class HTTPSystem:
         serve: list[str] | None = None,
         serve_log: str | None = None,
         serve_ready_timeout_s: float = 900.0,
+        serve_keep: bool = False,
         name: str = "http",
     ) -> None:
         if serve is not None:
@@ -152,6 +156,7 @@ class HTTPSystem:
         self.serve = None if serve is None else [str(a) for a in serve]
         self.serve_log = serve_log
         self.serve_ready_timeout_s = float(serve_ready_timeout_s)
+        self.serve_keep = serve_keep
         self.cache_dir: str | None = None
         self._server: Any = None
         self._client: Any = None
@@ -227,7 +232,7 @@ class HTTPSystem:
             if self._client is not None:
                 self._client.close()
                 self._client = None
-            if self._server is not None:
+            if self._server is not None and not self.serve_keep:
                 self._server.stop()
                 log.info("stage %-10s stopped bench.serve (pid %s)", "system",
                          self._server.proc.pid)
