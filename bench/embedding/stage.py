@@ -13,6 +13,7 @@ import numpy as np
 from bench.chunking.base import ChunkTable
 from bench.data.base import Dataset
 from bench.embedding.base import Embedder, EmbeddingStats, QueryEncoder
+from bench.http.client import REQUESTS_FILE, RecordsRequests, save_records
 from bench.pipeline.lanes import PlanState
 from bench.pipeline.node import Node, OneQuery, OpTraits, Phase, QueryTimer
 from bench.telemetry.base import TimingLog
@@ -71,6 +72,8 @@ class EmbedOp(OpTraits):
                                         shape=(len(texts), self.embedder.dim))
         with timing.measure("total", len(texts), sync_cuda=self.device == "cuda"):
             stats = self.embedder.encode(texts, kind=self.kind, out=out)
+        if isinstance(self.embedder, RecordsRequests):  # a remote embedder's requests
+            save_records(self.embedder.take_records(), directory / REQUESTS_FILE)
         out.flush()
         del out
         (directory / "stats.json").write_text(json.dumps(stats.__dict__))

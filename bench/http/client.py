@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from bench.config.build import OptionError
 from bench.errors import BenchError, MissingDependencyError
@@ -38,6 +38,8 @@ from bench.errors import BenchError, MissingDependencyError
 log = logging.getLogger("bench")
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+#: the per-request records a stage stores next to its artifact
+REQUESTS_FILE = "requests.parquet"
 #: the longest Retry-After honoured (a server asking for more is not waited on longer)
 MAX_RETRY_AFTER_S = 60.0
 
@@ -148,6 +150,16 @@ class JSONResult:
     @property
     def ok(self) -> bool:
         return self.record.status == "ok"
+
+
+@runtime_checkable
+class RecordsRequests(Protocol):
+    """A remote backend that keeps a record of each request (stages store them with their
+    artifact, ``requests.parquet``)."""
+
+    def take_records(self) -> list[RequestRecord]:
+        """The requests since the last call."""
+        ...
 
 
 REQUEST_FIELDS = tuple(RequestRecord.__dataclass_fields__)
@@ -284,9 +296,11 @@ class JSONEndpoint:
                     break
         return rec
 
-    def fail(self, record: RequestRecord) -> RemoteError:
-        """The one-line error of a request the work cannot do without."""
-        return RemoteError(f"config key {self.key}.base_url: POST {self.url(record.endpoint)} "
+    def fail(self, record: RequestRecord, *, key: str | None = None) -> RemoteError:
+        """The one-line error of a request the work cannot do without (naming ``key``,
+        by default ``<key>.base_url``)."""
+        return RemoteError(f"config key {key or self.key + '.base_url'}: POST "
+                           f"{self.url(record.endpoint)} "
                            f"{record.status} after {record.attempts} attempt"
                            f"{'s' if record.attempts != 1 else ''}: {record.error}")
 

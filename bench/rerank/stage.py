@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,11 +26,14 @@ import numpy as np
 
 from bench.chunking.base import ChunkTable, chunk_text_field
 from bench.data.base import Dataset
+from bench.http.client import REQUESTS_FILE, RecordsRequests, save_records, summary_line
 from bench.pipeline.lanes import ConfigKind, ConfigSpec, PlanState, lane
 from bench.pipeline.node import Node, OneQuery, OpTraits, Phase, QueryTimer
 from bench.rerank.base import IndexedReranker, Reranker
 from bench.retrieval.base import Hits, Pool, order_key, trec_order
 from bench.telemetry.base import TimingLog
+
+log = logging.getLogger("bench")
 
 #: queries timed per depth for the per-depth latency (a seeded sample)
 LATENCY_QUERIES = 50
@@ -172,6 +176,10 @@ class RerankScoresOp(OpTraits):
         np.save(directory / "offsets.npy", offsets, allow_pickle=False)
         np.save(directory / "scores.npy",
                 np.concatenate(out) if out else np.zeros(0, np.float32), allow_pickle=False)
+        if isinstance(self.reranker, RecordsRequests):  # a remote reranker's requests
+            records = self.reranker.take_records()
+            save_records(records, directory / REQUESTS_FILE)
+            log.info("stage %-10s %s: %s", "rerank", self.reranker, summary_line(records))
 
     def load(self, directory: Path, inputs: RerankInputs) -> RerankScores:
         return RerankScores(np.load(directory / "offsets.npy", allow_pickle=False),

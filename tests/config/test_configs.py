@@ -22,6 +22,8 @@ REQUIRED = {
     ("embedder", "hub"): ["embedder.model=sentence-transformers/all-MiniLM-L6-v2"],
     ("reranker", "flashrank"): ["reranker.cache_dir=/nonexistent"],
     ("embedder", "onnx"): ["embedder.model=packaged:all-MiniLM-L6-v2-int8"],
+    ("embedder", "openai_http"): ["embedder.base_url=http://127.0.0.1:9/v1"],
+    ("reranker", "http"): ["reranker.base_url=http://127.0.0.1:9/v1"],
 }
 # Options that need hardware or packages this machine may lack; building them must then fail
 # with a one-line BenchError, never a traceback.

@@ -40,7 +40,11 @@ def run(cache: Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def server(run: dict[str, Any], cache: Path) -> Iterator[Any]:
-    with served([*OVERRIDES, f"config={run['spec'].config_id}"], cache) as srv:
+    # one worker, one waiting slot (the admission test, last, needs them; the others send
+    # one request at a time); a long drain so that test's requests finish on a loaded machine
+    with served([*OVERRIDES, f"config={run['spec'].config_id}", "serve.max_concurrency=1",
+                 "serve.max_queue=1", "serve.shutdown_timeout_s=600"], cache,
+                stop_timeout_s=600) as srv:
         yield srv
 
 
@@ -159,29 +163,29 @@ def test_a_config_error_is_one_line_and_exit_2_before_listening(tmp_path: Path) 
     assert "Traceback" not in proc.stderr
 
 
-def test_admission_limit_and_graceful_drain(run: dict[str, Any], cache: Path) -> None:
+def test_admission_limit_and_graceful_drain(run: dict[str, Any], server: Any) -> None:
     """One worker, one waiting slot: a third request is refused 503 with Retry-After; on
-    SIGTERM the two admitted requests still finish (200) and the process exits."""
-    texts = [d.text for d in run["prepared"].dataset.documents] * 4  # a request of seconds
-    with served([*OVERRIDES, f"config={run['spec'].config_id}", "serve.max_concurrency=1",
-                 "serve.max_queue=1"], cache) as srv:
-        results: list[int] = []
+    SIGTERM the two admitted requests still finish (200) and the process exits. It stops the
+    module's server, so it comes last."""
+    texts = [d.text for d in run["prepared"].dataset.documents] * 3  # a request of seconds
+    srv = server
+    results: list[int] = []
 
-        def slow() -> None:
-            r = httpx.post(f"{srv.base_url}/v1/embeddings", json={"input": texts}, timeout=120)
-            results.append(r.status_code)
+    def slow() -> None:
+        r = httpx.post(f"{srv.base_url}/v1/embeddings", json={"input": texts}, timeout=600)
+        results.append(r.status_code)
 
-        threads = [threading.Thread(target=slow) for _ in range(2)]
-        for t in threads:  # one running, one waiting
-            t.start()
-            time.sleep(0.3)
-        assert not results, "the requests must still be in flight (make them longer)"
-        refused = httpx.post(f"{srv.base_url}/v1/embeddings", json={"input": "x"})
-        assert refused.status_code == 503, refused.text
-        assert refused.headers["retry-after"] == "1"
-        assert "overloaded" in refused.json()["error"]["message"]
-        srv.stop()  # SIGTERM while both are in flight
-        for t in threads:
-            t.join(timeout=120)
-        assert results == [200, 200]
-        assert srv.returncode is not None
+    threads = [threading.Thread(target=slow) for _ in range(2)]
+    for t in threads:  # one running, one waiting
+        t.start()
+        time.sleep(0.3)
+    assert not results, "the requests must still be in flight (make them longer)"
+    refused = httpx.post(f"{srv.base_url}/v1/embeddings", json={"input": "x"})
+    assert refused.status_code == 503, refused.text
+    assert refused.headers["retry-after"] == "1"
+    assert "overloaded" in refused.json()["error"]["message"]
+    srv.stop()  # SIGTERM while both are in flight
+    for t in threads:
+        t.join(timeout=600)
+    assert results == [200, 200]
+    assert srv.returncode is not None

@@ -1,0 +1,273 @@
+"""``embedder=openai_http``: vectors from an OpenAI-compatible ``/v1/embeddings`` server
+(vLLM, TEI, Infinity, hosted APIs, ``bench.serve``).
+
+Texts go in batches of ``batch_size`` (longest first when a tokenizer is given: the same
+batches the in-process backends form, so a server running the same model pads the same
+way), at most ``max_concurrency`` requests in flight, each with ``timeout_s``; connection
+errors, 429 and 5xx are retried ``max_retries`` times with exponential backoff
+(``bench.http.client``). The API key comes only from the environment variable named by
+``api_key_env``. Every response is checked: one vector per input, indices a permutation, every
+vector ``dimensions`` long (the first answer's length when ``dimensions`` is null), finite;
+vectors are L2-normalised when ``normalize`` is set. Index-time work cannot go on without its
+vectors, so a request that still fails is one line naming ``embedder.base_url`` and the
+endpoint (exit 2); the requests of a pass (latency, attempts, status, the server's own time)
+are kept next to the vectors (``requests.parquet``) and summarised in the log.
+
+``tokenizer``: a local Hugging Face tokenizer (a folder, or ``packaged:all-MiniLM-L6-v2``)
+for token-based chunkers and the truncation statistics; ``max_input_tokens``: the tokens of
+text the server embeds (its max length minus special tokens), for those statistics only.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from bench.config.build import OptionError
+from bench.embedding.base import EmbeddingStats
+from bench.embedding.batching import with_prefix
+from bench.errors import ConfigError
+from bench.http.client import (
+    JSONEndpoint,
+    RequestRecord,
+    check_api_key_env,
+    check_base_url,
+    check_robustness,
+    summary_line,
+)
+
+log = logging.getLogger("bench")
+
+#: the key errors name
+KEY = "embedder"
+PATH = "/embeddings"
+
+
+class OpenAIHTTPEmbedder:
+    """Remote embedder. ``base_url``: the API root (``http://host:8000/v1``); ``model``: the
+    served model's name (sent as ``model``, part of the cache key); ``dimensions``: the
+    vector length every response must have (null: whatever the first response gives);
+    ``send_dimensions``: also ask the server for that length (Matryoshka models, OpenAI's
+    text-embedding-3); ``extra_body``: further request fields (part of the cache key)."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        dimensions: int | None = None,
+        send_dimensions: bool = False,
+        normalize: bool = True,
+        batch_size: int = 64,
+        max_concurrency: int = 4,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        backoff_s: float = 0.5,
+        api_key_env: str | None = None,
+        tokenizer: str | None = None,
+        max_input_tokens: int | None = None,
+        query_prefix: str = "",
+        document_prefix: str = "",
+        extra_body: dict[str, Any] | None = None,
+        device: str = "cpu",
+    ) -> None:
+        if not model:
+            raise OptionError("model", "must name the served model")
+        if batch_size < 1:
+            raise OptionError("batch_size", f"must be >= 1, got {batch_size}")
+        if dimensions is not None and dimensions < 1:
+            raise OptionError("dimensions", f"must be >= 1 or null, got {dimensions}")
+        if send_dimensions and dimensions is None:
+            raise OptionError("send_dimensions", "needs dimensions (the length to ask for)")
+        if max_input_tokens is not None and max_input_tokens < 1:
+            raise OptionError("max_input_tokens", f"must be >= 1 or null, got "
+                                                  f"{max_input_tokens}")
+        check_robustness(max_concurrency=max_concurrency, timeout_s=timeout_s,
+                         max_retries=max_retries, backoff_s=backoff_s)
+        check_api_key_env(api_key_env)
+        self.base_url = check_base_url(base_url)
+        self.model = model
+        self.dimensions = dimensions
+        self.send_dimensions = send_dimensions
+        self.normalize = normalize
+        self.batch_size = batch_size
+        self.max_concurrency = max_concurrency
+        self.tokenizer_name = tokenizer
+        self.max_input_tokens = max_input_tokens
+        self.query_prefix = query_prefix
+        self.document_prefix = document_prefix
+        self.extra_body = dict(extra_body or {})
+        self.device = device  # the server's device is its own; kept for the common signature
+        self.endpoint = JSONEndpoint(base_url=self.base_url, key=KEY, api_key_env=api_key_env,
+                                     timeout_s=timeout_s, max_retries=max_retries,
+                                     backoff_s=backoff_s, max_concurrency=max_concurrency)
+        self._dim: int | None = dimensions
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"OpenAIHTTPEmbedder(model={self.model!r}, base_url={self.base_url!r})"
+
+    # -- Protocol ---------------------------------------------------------------------------
+    def cache_params(self) -> dict[str, object]:
+        # Where the server runs, its batching and the client's limits do not change vectors.
+        params: dict[str, object] = {"backend": "openai_http", "model": self.model,
+                                     "normalize": self.normalize,
+                                     "query_prefix": self.query_prefix,
+                                     "document_prefix": self.document_prefix}
+        if self.send_dimensions:
+            params["dimensions"] = self.dimensions
+        if self.extra_body:
+            params["extra_body"] = dict(sorted(self.extra_body.items()))
+        return params
+
+    @property
+    def dim(self) -> int:
+        """The vector length: ``dimensions``, else one probe request's answer (which also
+        says, before any work, whether the server is there)."""
+        if self._dim is None:
+            vec = self._post(["dimension probe"])[0]
+            with self._lock:
+                self._dim = self._dim or int(vec.shape[0])
+        return self._dim
+
+    @property
+    def tokenizer(self) -> Any:
+        if self.tokenizer_name is None:
+            raise ConfigError(f"{KEY}.tokenizer", "this chunker counts tokens in the "
+                              "embedder's tokenizer: set embedder.tokenizer to a local "
+                              "tokenizer folder (or packaged:all-MiniLM-L6-v2), or use a "
+                              "chunker that does not count tokens")
+        return self._tokenizer
+
+    @cached_property
+    def _tokenizer(self) -> Any:
+        from bench.embedding.sentence_transformers import HFTokenizer, resolve_model_path
+
+        name = str(self.tokenizer_name)
+
+        def load() -> Any:
+            from transformers import AutoTokenizer
+
+            try:
+                return AutoTokenizer.from_pretrained(resolve_model_path(name))
+            except OSError as exc:
+                raise ConfigError(f"{KEY}.tokenizer", f"cannot load {name!r}: {exc}") from None
+
+        return HFTokenizer(load, name)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        """One query's vector [1, dim], one request (what a served chain does per query)."""
+        return self._post([self.query_prefix + text])[None, 0].astype(np.float32)
+
+    def encode(self, texts: Sequence[str], *, kind: str, out: np.ndarray) -> EmbeddingStats:
+        inputs = with_prefix(texts, kind=kind, query_prefix=self.query_prefix,
+                             document_prefix=self.document_prefix)
+        counts = (self._tokenizer.count(inputs) if self.tokenizer_name is not None
+                  else np.zeros(len(inputs), dtype=np.int64))
+        limit = self.max_input_tokens if self.max_input_tokens is not None else 1 << 62
+        order = np.argsort(-counts, kind="stable")  # longest first, as in-process batching
+        batches = [order[b0:b0 + self.batch_size] for b0 in range(0, len(inputs),
+                                                                   self.batch_size)]
+        before = len(self.endpoint.records())
+        t0 = time.perf_counter()
+        usage = [0]
+
+        def one(idx: np.ndarray) -> None:
+            vecs, n_tok = self._post_counted([inputs[int(i)] for i in idx])
+            out[idx] = vecs
+            with self._lock:
+                usage[0] += n_tok
+
+        if batches:
+            with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(batches))) as ex:
+                for f in [ex.submit(one, b) for b in batches]:
+                    f.result()  # the first failure raises (one line, exit 2)
+        wall = time.perf_counter() - t0
+        records = self.endpoint.records()[before:]
+        log.info("stage %-10s %s %s: %s", "embed", self.base_url + PATH, kind,
+                 summary_line(records))
+        n_tokens = (int(np.minimum(counts, limit).sum()) if self.tokenizer_name is not None
+                    else usage[0])
+        return EmbeddingStats(
+            n_texts=len(inputs), n_tokens=n_tokens, wall_s=wall,
+            n_truncated=int((counts > limit).sum()),
+            n_truncated_tokens=int(np.maximum(counts - limit, 0).sum()),
+            max_tokens=self.max_input_tokens)
+
+    def take_records(self) -> list[RequestRecord]:
+        """The requests since the last call (the embedding stage stores them)."""
+        return self.endpoint.take_records()
+
+    def close(self) -> None:
+        self.endpoint.close()
+
+    # -- one request ------------------------------------------------------------------------
+    def _post(self, texts: list[str]) -> np.ndarray:
+        return self._post_counted(texts)[0]
+
+    def _post_counted(self, texts: list[str]) -> tuple[np.ndarray, int]:
+        body: dict[str, Any] = {**self.extra_body, "model": self.model, "input": texts,
+                                "encoding_format": "float"}
+        if self.send_dimensions:
+            body["dimensions"] = self.dimensions
+        res = self.endpoint.post(PATH, body, n_items=len(texts))
+        if not res.ok:
+            raise self.endpoint.fail(res.record)
+        try:
+            vecs = self._parse(res.body, len(texts))
+        except DimensionMismatch as exc:
+            raise self.endpoint.fail(self.endpoint.invalid(res, f"wrong dimension: {exc}"),
+                                     key=f"{KEY}.dimensions") from None
+        except ValueError as exc:
+            raise self.endpoint.fail(self.endpoint.invalid(res, f"malformed response: {exc}")
+                                     ) from None
+        usage = res.body.get("usage") if isinstance(res.body, dict) else None
+        n_tok = usage.get("prompt_tokens", 0) if isinstance(usage, dict) else 0
+        return vecs, int(n_tok) if isinstance(n_tok, int) else 0
+
+    def _parse(self, body: Any, n: int) -> np.ndarray:
+        """[n, dim] float32 from an embeddings response, or ValueError saying what is wrong."""
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list):
+            raise ValueError("no `data` list")
+        if len(data) != n:
+            raise ValueError(f"{len(data)} embeddings for {n} inputs")
+        rows: list[Any] = [None] * n
+        for pos, item in enumerate(data):
+            if not isinstance(item, dict) or not isinstance(item.get("embedding"), list):
+                raise ValueError(f"data[{pos}] has no `embedding` list")
+            i = item.get("index", pos)
+            if not isinstance(i, int) or not 0 <= i < n or rows[i] is not None:
+                raise ValueError(f"data[{pos}].index {i!r} is not a fresh input position")
+            rows[i] = item["embedding"]
+        lengths = {len(r) for r in rows}
+        if len(lengths) != 1:
+            raise ValueError(f"vectors of different lengths {sorted(lengths)}")
+        got = lengths.pop()
+        want = self._dim
+        if want is not None and got != want:
+            said = "embedder.dimensions" if self.dimensions is not None else "the first answer"
+            raise DimensionMismatch(f"{got}-d vectors, {said} says {want}")
+        try:
+            vecs = np.asarray(rows, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError("an embedding holds a non-number") from None
+        if not np.all(np.isfinite(vecs)):
+            raise ValueError("an embedding holds NaN or infinity")
+        if self.normalize:
+            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+            if np.any(norms == 0):
+                raise ValueError("a zero vector cannot be normalised")
+            vecs = vecs / norms
+        return vecs.astype(np.float32)
+
+
+class DimensionMismatch(ValueError):
+    """The server's vectors are not the configured length."""
