@@ -192,3 +192,26 @@ def test_bad_options_name_the_key(kwargs: dict, key: str) -> None:  # type: igno
     with pytest.raises(OptionError) as err:
         PgvectorIndex(**kwargs)
     assert err.value.option == key
+
+
+def test_the_server_stops_when_the_process_fails(data_dir: str) -> None:
+    """bench's server goes when the process does, also when it ends in an error."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    folder = str(Path(data_dir).parent / "crash")
+    code = ("import sys\nfrom bench.index.pgvector import managed_server\n"
+            "print(managed_server(sys.argv[1]).pid, flush=True)\nraise RuntimeError('boom')\n")
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), str(root / "kernels")]))
+    out = subprocess.run([sys.executable, "-c", code, folder], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 1 and "boom" in out.stderr
+    pid = int(out.stdout.split()[0])
+    try:  # gone, or a zombie nobody has reaped yet (dead all the same)
+        alive = psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        alive = False
+    assert not alive
