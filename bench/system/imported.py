@@ -59,6 +59,7 @@ class ImportedSystem:
     def cache_params(self) -> dict[str, object]:
         import hashlib
 
+        self.records()  # a missing or malformed file: one line naming it
         digest = hashlib.sha256(Path(self.path).read_bytes()).hexdigest()
         return {"backend": "imported", "format": self.format, "sha256": digest}
 

@@ -394,9 +394,11 @@ def build(cfg: DictConfig, device: str) -> dict[str, Any]:
     system = build_option(cfg.system, "system")
     if system is None:
         return {"system": None}
+    store = None
     if isinstance(system, HTTPSystem):  # a started bench.serve shares the run's cache
         system.cache_dir = str(Path(cfg.cache_dir).expanduser())
-    system.preflight()
-    store = ArtifactStore(Path(cfg.cache_dir).expanduser())
+        store = ArtifactStore(Path(cfg.cache_dir).expanduser())  # responses as they arrive
+    if not cfg.get("plan_only"):  # a plan starts no server and sends no request
+        system.preflight()
     return {"system": Served(system, store)}
 

@@ -54,7 +54,7 @@ def script(d: Dataset, path: Path, **extra: Any) -> dict[str, Any]:
     qs = d.queries
     queries: dict[str, Any] = {q.text: {"body": perfect(d, q)} for q in qs}
     queries[qs[0].text] = {"status": 500, "body": {"error": "boom"}}
-    queries[qs[1].text] = {"delay_s": 3.0, "body": perfect(d, qs[1])}
+    queries[qs[1].text] = {"delay_s": 8.0, "body": perfect(d, qs[1])}
     queries[qs[2].text] = {"raw": "{not json"}
     bad = perfect(d, qs[3])
     bad["documents"][1]["doc_id"] = "not-a-doc"
@@ -65,7 +65,7 @@ def script(d: Dataset, path: Path, **extra: Any) -> dict[str, Any]:
     return out
 
 
-def system_overrides(root: str, *, path: str = "/v1/answer", timeout_s: float = 1.0,
+def system_overrides(root: str, *, path: str = "/v1/answer", timeout_s: float = 5.0,
                      response: dict[str, Any] | None = None) -> list[str]:
     mapping = json.dumps(response or RESPONSE).replace('"', "")
     return ["system=http", f"system.url={root}{path}", f"system.timeout_s={timeout_s}",
