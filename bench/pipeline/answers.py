@@ -81,8 +81,10 @@ def answered(spec: ConfigSpec, executor: Executor) -> Answered:
 def _status(v: QueryValue, gen: Generation | None) -> str:
     if v.status == SCORED:
         return "scored"
-    if v.status == ERROR:
-        return "timeout" if gen is not None and gen.status == "timeout" else "failed"
+    if v.status == ERROR:  # why the answer is missing: a timeout, an unparsable response
+        if gen is not None and gen.status in ("timeout", "invalid"):
+            return gen.status
+        return "failed"
     if v.status in (NO_CLAIMS, INVALID):
         return v.status
     raise ValueError(f"unexpected status {v.status!r} of {v.metric}")
@@ -218,9 +220,13 @@ def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
                                sum(r.status == ERROR for r in vals)))
     sc = abstention.scores if abstention is not None else None
     judge_model = None if comps.judge is None else judge_generator(comps.judge)
-    assert comps.generator is not None
+    # the config's own answerer: bench's generator, or a black-box system (bench.system)
+    name = spec.params.get("generator")
+    if name is None:
+        assert comps.generator is not None
+        name = generator_name(comps.generator)
     return GenerationSummary(
-        config_id=spec.config_id, label=spec.label, generator=generator_name(comps.generator),
+        config_id=spec.config_id, label=spec.label, generator=str(name),
         n_queries=len(a.generations), n_ok=len(ok),
         n_failed=sum(g.status not in ("ok", "timeout") for g in a.generations),
         n_timeout=sum(g.status == "timeout" for g in a.generations),
@@ -281,7 +287,8 @@ def gold_probe_summary(spec: ConfigSpec, executor: Executor, scope: JudgedScope 
     assert spec.answers is not None
     node = spec.answers.input("contexts")
     op = node.op
-    assert isinstance(op, ContextOp)
+    if not isinstance(op, ContextOp):  # a black-box system's returned passages
+        return None
     builder = op.builder
     if not isinstance(builder, GoldAt):
         return None

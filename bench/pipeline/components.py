@@ -137,6 +137,8 @@ def build_generation(cfg: DictConfig) -> tuple[Generator | None,
 
     generator = build(cfg.generator, "generator")
     if generator is None:
+        if served_answers(cfg):
+            return None, None, build(cfg.answers, "answers"), served_judge(cfg)
         if build_judge_target(cfg) is not None:
             raise ConfigError("judge", "judges read generated answers: set generator=... too")
         return None, None, None, None
@@ -179,6 +181,32 @@ def build_generation(cfg: DictConfig) -> tuple[Generator | None,
                                   "suites of them), not to " + type(judge).__name__)
             judge = RepeatedJudge(judge, repeats)
     return generator, context, answers, judge
+
+
+def served_answers(cfg: DictConfig) -> bool:
+    """A black-box system answers (``system=http``): its answers are checked and judged
+    like generated ones, with no generator of bench's own."""
+    from bench.config.build import target_of, to_container
+
+    return "system" in cfg and target_of(to_container(cfg.system), "system") is not None
+
+
+def served_judge(cfg: DictConfig) -> Judge | None:
+    """The judge of a run without a generator of its own: its model is ``judge.generator``."""
+    node = build_judge_target(cfg)
+    if node is None:
+        return None
+    if "generator" not in node:
+        raise ConfigError("judge.generator", "without generator=..., the judge's model is "
+                          "judge.generator (+generator@judge.generator=...)")
+    judge_gen = build(node.pop("generator"), "judge.generator")
+    if judge_gen is None:
+        raise ConfigError("judge.generator", "must name a model (no run generator to reuse)")
+    if cfg.generation.memo:
+        judge_gen = memoised(judge_gen, cfg)
+    node.pop("repeats", None)
+    node.pop("cross_generator", None)
+    return cast("Judge | None", build(node, "judge", generator=judge_gen))
 
 
 def _check_cross(node: dict[str, Any]) -> None:

@@ -37,6 +37,8 @@ class ConfigKind(enum.StrEnum):
     GENERATED = "generated"
     #: a router's config: per query, the pool of the route it chose (bench.route)
     ROUTED = "routed"
+    #: a black-box service's rankings (``system=http``, bench.system)
+    SYSTEM = "system"
 
 
 @dataclass(frozen=True)

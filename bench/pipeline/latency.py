@@ -96,8 +96,10 @@ def timed_configs(configs: Sequence[ConfigRun]) -> list[ConfigRun]:
     """Kept configs whose chain has query-time work (a pruned config has no pool). Generated
     configs are left out: their whole request (chain, context, generation) is timed per
     answered query by the generation stage (``request`` samples)."""
+    # a query-time op that times nothing (the dataset root) is no query-time work: a chain
+    # of batch-measured requests alone (a black-box system, bench.system) keeps its own
     return [c for c in configs if c.pool is not None and c.spec.kind is not ConfigKind.GENERATED
-            and any(n.phase is Phase.QUERY for n in c.spec.chain)]
+            and any(n.phase is Phase.QUERY and n.op.latency_stages for n in c.spec.chain)]
 
 
 def sample_queries(n_queries: int, settings: LatencySettings) -> tuple[list[int], list[int]]:

@@ -543,6 +543,9 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                       run_dir / "latency.parquet", run_id)
     write_records(judgement_rows(done), schema.JUDGEMENTS, run_dir / "judgements.parquet",
                   run_id)
+    from bench.system.report import write_system_table  # black-box systems' requests
+
+    systems = write_system_table(done, run_dir)
     regression = regression_gates(done, run_dir, config_rows, results)
     if regression is not None:
         for f in regression.failure_lines():
@@ -640,7 +643,8 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
             generation=tuple(done.generation.values()),
             gold_probes=tuple(done.gold_probes.values()), capacity=capacity,
             registered=tuple(registered), regression=regression, rewrite=rewrite,
-            data_notes=data_notes(done), stage_reports=tuple(stage_reports)))
+            data_notes=data_notes(done), stage_reports=tuple(stage_reports),
+            systems=systems))
     log.info("run %s finished in %.1fs: %s", run_id, wall_s, run_dir)
     return RunResult(run_dir, run_id, 3 if failed else 0, tuple(summary_rows), cache_hits,
                      tuple(failed))
@@ -746,14 +750,19 @@ def generation_json(done: Executed) -> dict[str, object] | None:
     if not done.generation:
         return None
     g = done.settings.generation
-    first = next(c for c in done.plan.configs if c.kind is ConfigKind.GENERATED)
+    # bench's own generated configs (a black-box system's answers have no prompt of ours:
+    # it answers every query of the run, bench.system)
+    ours = [c for c in done.plan.configs if c.kind is ConfigKind.GENERATED
+            and c.answers is not None and isinstance(c.answers.input("contexts").op, ContextOp)]
+    first = ours[0] if ours else next(c for c in done.plan.configs
+                                      if c.kind is ConfigKind.GENERATED)
     assert first.answers is not None
     ctx = first.answers.input("contexts").op
-    assert isinstance(ctx, ContextOp)
     return {
         "max_queries": g.max_queries, "seed": g.seed,
-        "queries": list(ctx.subset),
-        "sampling": dict(first.answers.op.params()["sampling"]),
+        "queries": list(ctx.subset) if isinstance(ctx, ContextOp)
+        else [q.query_id for q in done.dataset.queries],
+        "sampling": dict(first.answers.op.params()["sampling"]) if ours else None,
         "configs": {cid: asdict(s) for cid, s in done.generation.items()},
         # the exact pool's generated config: every answer is paired against it (its id is
         # the same in every job of an ANN sweep; bench.report.sweep pairs across jobs on it)

@@ -263,7 +263,7 @@ def score(p: Prepared, configs: list[ConfigRun], probe: ProbeOutcome,
             t0 = time.perf_counter()
             s = score_hits(c.spec.config_id, c.pool.hits, c.extra, dataset, qrels,
                            list(m.names), relevance_level=m.relevance_level, settings=settings,
-                           query_status=c.pool.query_status)
+                           query_status=c.pool.query_status, incomplete=c.pool.incomplete)
             if c.spec.kind is ConfigKind.GENERATED:
                 got = answered(c.spec, p.executor)
                 rows, abstention = answer_values(p.comps, dataset, got,

@@ -60,11 +60,13 @@ def summarize_values(config_id: str, categories: Sequence[str],
 
 def score_hits(config_id: str, hits: Hits, extra: Mapping[str, np.ndarray], dataset: Dataset,
                qrels: Qrels, metrics: Sequence[str], *, relevance_level: int,
-               settings: SummarySettings, query_status: Sequence[str] | None = None
-               ) -> ConfigScores:
+               settings: SummarySettings, query_status: Sequence[str] | None = None,
+               incomplete: Mapping[str, str] | None = None) -> ConfigScores:
     """Retrieval metrics of one pool; ``extra`` adds per-query metrics over ALL queries in
     dataset order (e.g. ann_recall@10); ``query_status`` (dataset order, "" = scored) a
-    valued status other than ``scored`` a pool gives some queries (``Pool.query_status``)."""
+    valued status other than ``scored`` a pool gives some queries (``Pool.query_status``);
+    ``incomplete``: queries whose ranking never came (``failed`` / ``timeout`` /
+    ``invalid``): that status and no value, never a 0."""
     ev: Evaluation = evaluate(qrels, run_of(dataset, hits), list(metrics),
                               relevance_level=relevance_level)
     values = {m: np.asarray(v, dtype=np.float64) for m, v in ev.values.items()}
@@ -76,8 +78,13 @@ def score_hits(config_id: str, hits: Hits, extra: Mapping[str, np.ndarray], data
     missing = set(ev.missing_runs)
     own = ({} if query_status is None else
            {q.query_id: st for q, st in zip(dataset.queries, query_status, strict=True) if st})
-    status = tuple("missing_run" if q in missing else own.get(q, "scored")
+    lost = incomplete or {}
+    status = tuple(lost.get(q, "missing_run" if q in missing else own.get(q, "scored"))
                    for q in ev.query_ids)
+    if lost:
+        gone = np.asarray([q in lost for q in ev.query_ids], dtype=bool)
+        for v in values.values():
+            v[gone] = np.nan
     statuses = {m: status for m in values}
     cat_of = {q.query_id: q.category for q in dataset.queries}
     cats = tuple(cat_of[qid] for qid in ev.query_ids)

@@ -61,6 +61,9 @@ STAGES: tuple[Stage, ...] = (
            "tpot_p99_ms", "abstention_precision", "abstention_recall", "abstention_coverage",
            "answered_accuracy", "abstention_hallucination_rate"),
           builder="bench.pipeline.components:build_answers", config_kinds=("generated",)),
+    # a black-box RAG service as configs of the run (bench.system): after bench's own
+    Stage("system", ("system",), "bench.system.stage:expand",
+          builder="bench.system.stage:build"),
     # services: no plan nodes; telemetry is built by the run itself (before the dataset loads)
     Stage("telemetry", ("telemetry",), builder="bench.pipeline.components:build_nothing"),
     Stage("budget", ("budget",)),

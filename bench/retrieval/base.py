@@ -100,6 +100,9 @@ class Pool:
     #: (an iterative loop's ``budget_exhausted``: scored on the evidence it had, and counted);
     #: "" = scored. None: every query scored
     query_status: tuple[str, ...] | None = field(default=None, kw_only=True)
+    #: per query without a ranking, why (``failed`` / ``timeout`` / ``invalid``: a served
+    #: system's request did not complete); its retrieval metrics carry that status
+    incomplete: Mapping[str, str] | None = field(default=None, kw_only=True)
 
 
 def order_key(doc_ids: Sequence[str]) -> np.ndarray:

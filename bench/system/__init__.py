@@ -1,0 +1,1 @@
+"""The `system` stage: a whole RAG service measured as a black box (``system=http``)."""

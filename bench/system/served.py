@@ -1,0 +1,61 @@
+"""The served experiment's last step: the filtered-ANN selectivity table in its report.
+
+``FilteredAnnCallback`` (a Hydra callback of ``+experiment=served``) runs
+``scripts/bench_filtered_ann.py`` on the experiment's own vectors (the artifact cache the jobs
+filled, the same ``overrides``) once every job has finished and the merged report is written,
+writes ``<sweep dir>/filtered_ann.md`` and appends it to ``merged-report/report.md``. A failure
+there is one warning line: the jobs' results stand.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+log = logging.getLogger("bench")
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "bench_filtered_ann.py"
+
+
+class FilteredAnnCallback(Callback):
+    def __init__(self, overrides: list[str] | None = None, queries: int = 0,
+                 timeout_s: float = 900.0) -> None:
+        self.overrides = list(overrides or [])
+        self.queries = queries
+        self.timeout_s = timeout_s
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if config.get("plan_only"):
+            return
+        sweep = Path(config.hydra.sweep.dir)
+        out = sweep / "filtered_ann.md"
+        if not SCRIPT.is_file():
+            log.warning("filtered ANN: %s not found (a source checkout has it); table skipped",
+                        SCRIPT)
+            return
+        cmd = [sys.executable, str(SCRIPT), "--cache-dir", str(config.cache_dir),
+               "--queries", str(self.queries), "--out", str(out), *self.overrides]
+        log.info("filtered ANN: %s", " ".join(cmd))
+        try:
+            done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
+                                  timeout=self.timeout_s)
+        except subprocess.TimeoutExpired:
+            log.warning("filtered ANN: no table after %.0f s; skipped", self.timeout_s)
+            return
+        if done.returncode != 0 or not out.is_file():
+            tail = " | ".join(ln for ln in done.stderr.splitlines()[-3:] if ln.strip())
+            log.warning("filtered ANN: the script exited %d: %s", done.returncode, tail)
+            return
+        report = sweep / "merged-report" / "report.md"
+        if report.is_file():
+            with report.open("a") as f:
+                f.write("\n## Filtered ANN across selectivity\n\n")
+                f.write(out.read_text())
+        log.info("filtered ANN: %s (appended to %s)", out, report)
