@@ -13,12 +13,20 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from bench.capacity.driver import STATUSES, LevelRun, RetryPolicy, Target, run_open
 from bench.capacity.metrics import LevelMetrics, summarize
 from bench.capacity.schedule import Schedule
-from bench.capacity.servers import Served
+
+
+class Restartable(Protocol):
+    """A target process the restart fault crashes and starts again."""
+
+    restarts: int
+
+    def restart(self) -> None: ...
+
 
 FaultKind = Literal["restart", "status_429", "status_503", "slow", "close"]
 FAULTS: tuple[FaultKind, ...] = ("restart", "status_429", "status_503", "slow", "close")
@@ -70,7 +78,7 @@ class FaultOutcome:
         return self.lost == 0 and self.double == 0
 
 
-async def _inject(fault: Fault, *, proxy_url: str | None, served: Served | None,
+async def _inject(fault: Fault, *, proxy_url: str | None, served: Restartable | None,
                   t0: float) -> None:
     import time
 
@@ -89,7 +97,8 @@ async def _inject(fault: Fault, *, proxy_url: str | None, served: Served | None,
 
 
 async def run_with_fault(schedule: Schedule, target: Target, fault: Fault, *,
-                         proxy_url: str | None, served: Served | None, slo_ms: dict[str, float],
+                         proxy_url: str | None, served: Restartable | None,
+                         slo_ms: dict[str, float],
                          timeout_s: float = 10.0, retry: RetryPolicy | None = None,
                          max_concurrency: int | None = None
                          ) -> tuple[LevelRun, LevelMetrics, FaultOutcome]:

@@ -87,6 +87,8 @@ class Knee:
 
     @property
     def text(self) -> str:
+        if self.rate_rps is None and not self.probes:
+            return "no knee: no level was run (see the generator's ceiling)"
         if self.rate_rps is None:
             return (f"no knee: goodput share < {self.attainment:.0%} already at the lowest "
                     f"probed rate ({self.probes[0].rate_rps:g} req/s)")

@@ -16,7 +16,10 @@ Goodput (DistServe's, vLLM's ``--goodput``): requests per second that completed 
 every configured SLO (``ttft``, ``tpot``, ``e2el`` in ms; a request of < 2 tokens has TPOT 0
 for goodput, as in vLLM). ``goodput_fraction`` = those / ALL scheduled requests (failed,
 timed-out and rate-limited ones count against it). Quality-goodput: the same, AND the answer
-is correct by the configured answer metric (``correct(query, answer) -> bool``).
+is correct by the configured answer metric (``score(query, answer) >= threshold``,
+:mod:`bench.capacity.quality`). Quality under load: the metric's mean over ALL scheduled
+requests (no answer scores 0: delivered quality) and its mean per query, for pairing
+against the unloaded run.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from bench.errors import InputError
 
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 SLO_KEYS = ("ttft", "tpot", "e2el")
-Correct = Callable[[int, str | None], bool]
+Scorer = Callable[[int, str | None], float]
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,9 @@ class LevelMetrics:
     quality_goodput_rps: float | None = None
     quality_goodput_fraction: float | None = None
     retries: int = 0
+    #: the answer metric's mean over all scheduled requests (no answer: 0), and per query
+    quality_mean: float | None = None
+    quality_by_query: dict[int, float] = field(default_factory=dict)
     #: imported from another tool's JSON (vLLM): what it was
     source: str = "bench"
     extra: dict[str, Any] = field(default_factory=dict)
@@ -121,7 +127,8 @@ class LevelMetrics:
                         "correct": self.correct, "quality_good": self.quality_good,
                         "quality_goodput_rps": self.quality_goodput_rps,
                         "quality_goodput_fraction": self.quality_goodput_fraction,
-                        "retries": self.retries, "send_lag_ms": asdict(self.send_lag),
+                        "retries": self.retries, "quality_mean": self.quality_mean,
+                        "send_lag_ms": asdict(self.send_lag),
                         "source": self.source}
         return out
 
@@ -149,17 +156,26 @@ def check_slo(slo_ms: Mapping[str, float], key: str = "capacity.slo_ms") -> dict
 
 
 def summarize(run: LevelRun, *, slo_ms: Mapping[str, float], label: str = "",
-              correct: Correct | None = None) -> LevelMetrics:
+              score: Scorer | None = None, threshold: float = 0.5) -> LevelMetrics:
     recs = run.records
     ok = [r for r in recs if r.status == "ok"]
     n = len(recs)
     dur = run.duration_s if run.duration_s > 0 else float("nan")
     good = [r for r in recs if is_good(r, slo_ms)]
     statuses: dict[str, int] = {s: sum(r.status == s for r in recs) for s in STATUSES}
-    q_correct = q_good = None
-    if correct is not None:
-        q_correct = sum(1 for r in ok if correct(r.query, r.answer))
-        q_good = sum(1 for r in good if correct(r.query, r.answer))
+    q_correct = q_good = q_mean = None
+    by_query: dict[int, float] = {}
+    if score is not None:
+        values = [score(r.query, r.answer) if r.status == "ok" else 0.0 for r in recs]
+        right = [v >= threshold for v in values]
+        good_idx = {r.index for r in good}
+        q_correct = sum(right)
+        q_good = sum(1 for r, c in zip(recs, right, strict=True) if c and r.index in good_idx)
+        q_mean = float(np.mean(values)) if values else None
+        per: dict[int, list[float]] = {}
+        for r, v in zip(recs, values, strict=True):
+            per.setdefault(r.query, []).append(v)
+        by_query = {q: float(np.mean(v)) for q, v in per.items()}
     sched = run.schedule
     offered = n / sched.span_s if sched.span_s > 0 else float("inf")
     return LevelMetrics(
@@ -176,8 +192,8 @@ def summarize(run: LevelRun, *, slo_ms: Mapping[str, float], label: str = "",
         goodput_fraction=len(good) / n if n else 0.0, correct=q_correct, quality_good=q_good,
         quality_goodput_rps=None if q_good is None else q_good / dur,
         quality_goodput_fraction=None if q_good is None else (q_good / n if n else 0.0),
-        retries=sum(r.attempts - 1 for r in recs),
-        extra={"total_output_tokens": sum(r.output_tokens for r in ok)})
+        retries=sum(r.attempts - 1 for r in recs), quality_mean=q_mean,
+        quality_by_query=by_query, extra={"total_output_tokens": sum(r.output_tokens for r in ok)})
 
 
 def import_vllm(path: Path) -> LevelMetrics:

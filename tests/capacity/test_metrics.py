@@ -40,7 +40,7 @@ def level() -> LevelRun:
 
 def test_vllm_definitions_and_goodput() -> None:
     m = summarize(level(), slo_ms={"ttft": 150, "e2el": 400},
-                  correct=lambda q, a: a == "right")
+                  score=lambda q, a: 1.0 if a == "right" else 0.25)
     assert m.n_requests == 5 and m.completed == 3
     assert m.statuses == {"ok": 3, "timeout": 1, "failed": 0, "rate_limited": 1}
     assert m.offered_rps == pytest.approx(5 / 2.0) and m.achieved_rps == pytest.approx(3 / 3.5)
@@ -57,6 +57,9 @@ def test_vllm_definitions_and_goodput() -> None:
     # quality-goodput: good AND correct -> request 2 only
     assert (m.correct, m.quality_good) == (2, 1)
     assert m.quality_goodput_rps == pytest.approx(1 / 3.5)
+    # delivered quality: 1 + 0.25 + 1 over the 3 answered, 0 for the 2 without an answer
+    assert m.quality_mean == pytest.approx(2.25 / 5)
+    assert m.quality_by_query == {0: pytest.approx((1 + 1 + 0) / 3), 1: pytest.approx(0.25 / 2)}
     assert m.retries == 2 and m.send_lag.percentiles["p99"] is not None
     assert "| poisson 2.5 req/s | bench |" in "\n".join(table([m]))
 
