@@ -123,6 +123,22 @@ class LatencyConfig:
 
 
 @dataclass
+class ServeConfig:
+    """``python -m bench.serve +experiment=X config=<config_id>`` (bench.serve, docs/serve.md):
+    which config's chain to serve (a config id or unique label of the run; null: the run's
+    only config), where, and how much work at once: ``max_concurrency`` chains run in
+    parallel, ``max_queue`` more requests wait, beyond that a request is answered 503 with
+    Retry-After; ``shutdown_timeout_s``: SIGTERM lets requests in flight finish this long."""
+
+    config: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_concurrency: int = 1
+    max_queue: int = 64
+    shutdown_timeout_s: float = 30.0
+
+
+@dataclass
 class DecisionConfig:
     """A pre-registered adopt/reject rule (bench.metrics.decisions), written before results.
 
@@ -218,6 +234,8 @@ class TopLevelConfig:
     decisions: list[DecisionConfig] = field(default_factory=list)
     capacity: CapacityConfig = field(default_factory=CapacityConfig)
     latency: LatencyConfig = field(default_factory=LatencyConfig)
+    #: ``python -m bench.serve``: the served config and the server's limits (bench.serve)
+    serve: ServeConfig = field(default_factory=ServeConfig)
     #: which queries are evaluated: a split, a seeded stratified subset (bench.data.subset)
     subset: SubsetConfig = field(default_factory=SubsetConfig)
     #: a baseline run dir (or its per_query.parquet): ``regression`` gates are judged on it

@@ -12,9 +12,9 @@ lazily (vllm only inside its module), add ``conf/generator/<name>.yaml``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -79,4 +79,15 @@ class Generator(Protocol):
 
     def close(self) -> None:
         """Release the engine (stop a managed server, free GPU memory). Idempotent."""
+        ...
+
+
+@runtime_checkable
+class StreamingGenerator(Generator, Protocol):
+    """Optional capability: one request's answer handed over piece by piece as it is decoded
+    (``bench.serve`` streams it to its client as server-sent events)."""
+
+    def stream(self, request: GenerationRequest, on_text: Callable[[str], None]) -> Generation:
+        """Generate ``request``'s answer, calling ``on_text`` with each new piece of text as
+        it is decoded (the pieces join to ``Generation.text``); the record as ``generate``."""
         ...

@@ -25,12 +25,11 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,11 +38,18 @@ from typing import Any
 from bench.config.build import OptionError
 from bench.errors import BenchError, MissingDependencyError
 from bench.generation.base import Generation, GenerationRequest
+from bench.http.client import (  # shared with the other remote backends
+    RETRY_STATUS,
+    api_key_headers,
+    check_api_key_env,
+    free_port,
+    iter_sse_data,
+    retry_after,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SERVE_COMMAND = ("vllm", "serve", "{model}", "--host", "{host}", "--port", "{port}")
-RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
 class ServerError(BenchError):
@@ -58,31 +64,6 @@ class _Attempt:
     retry: bool
     error: str
     retry_after_s: float | None = None
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def iter_sse_data(lines: Iterator[str]) -> Iterator[str]:
-    """The ``data`` payload of each server-sent event (multi-line data joined by newlines);
-    comments, ``event:``/``id:`` fields and keep-alives are skipped."""
-    data: list[str] = []
-    for line in lines:
-        if line == "":
-            if data:
-                yield "\n".join(data)
-                data = []
-            continue
-        if line.startswith(":"):
-            continue
-        field, _, value = line.partition(":")
-        if field == "data":
-            data.append(value[1:] if value.startswith(" ") else value)
-    if data:
-        yield "\n".join(data)
 
 
 class ManagedServer:
@@ -219,8 +200,7 @@ class OpenAIHTTPGenerator:
             raise OptionError("backoff_s", f"must be >= 0, got {backoff_s}")
         if base_url is not None and not base_url.startswith(("http://", "https://")):
             raise OptionError("base_url", f"must start with http:// or https://, got {base_url!r}")
-        if api_key_env is not None and not os.environ.get(api_key_env):
-            raise OptionError("api_key_env", f"environment variable {api_key_env} is not set")
+        check_api_key_env(api_key_env)
         command = list(serve_command) if serve_command else list(DEFAULT_SERVE_COMMAND)
         if base_url is None and "{port}" not in " ".join(command):
             raise OptionError("serve_command", "must contain {port} (the server's port)")
@@ -329,12 +309,7 @@ class OpenAIHTTPGenerator:
             return self._server.root + "/v1"
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream"}
-        if self.api_key_env is not None:
-            key = os.environ.get(self.api_key_env)
-            if key:
-                headers["Authorization"] = f"Bearer {key}"
-        return headers
+        return {"Accept": "text/event-stream", **api_key_headers(self.api_key_env)}
 
     def _body(self, req: GenerationRequest) -> dict[str, Any]:
         s = req.sampling
@@ -388,7 +363,7 @@ class OpenAIHTTPGenerator:
                     resp.read()
                     msg = f"HTTP {resp.status_code}: {resp.text[:300]}"
                     retry = resp.status_code in RETRY_STATUS
-                    after = _retry_after(resp.headers.get("retry-after"))
+                    after = retry_after(resp.headers.get("retry-after"))
                     return _Attempt(None, retry, msg, after)
                 return _Attempt(self._consume(req, resp, t0, deadline), False, "")
         except httpx.TimeoutException:
@@ -466,15 +441,6 @@ class OpenAIHTTPGenerator:
 
 class _Deadline(Exception):
     pass
-
-
-def _retry_after(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        return min(float(value), 60.0)
-    except ValueError:
-        return None
 
 
 def _failed(req: GenerationRequest, status: str, error: str, t0: float) -> Generation:

@@ -27,7 +27,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -127,6 +127,38 @@ class _StepClock:
 
         self.times.append(time.perf_counter())
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+
+class _TextPieces:
+    """A transformers streamer: hands each newly decoded piece of the answer to ``on_text``.
+    The whole answer so far is decoded each step (a token may complete a character begun by
+    the one before it), and a piece ending in an incomplete character is held back, so the
+    pieces join to exactly the decoded answer."""
+
+    def __init__(self, tok: Any, on_text: Callable[[str], None]) -> None:
+        self.tok = tok
+        self.on_text = on_text
+        self.ids: list[int] = []
+        self.sent = ""
+        self.prompt_seen = False
+
+    def put(self, value: Any) -> None:
+        if not self.prompt_seen:  # generate() hands the prompt over first
+            self.prompt_seen = True
+            return
+        self.ids += [int(x) for x in value.reshape(-1).tolist()]
+        self._flush(final=False)
+
+    def end(self) -> None:
+        self._flush(final=True)
+
+    def _flush(self, *, final: bool) -> None:
+        text = self.tok.decode(self.ids, skip_special_tokens=True)
+        if (not final and text.endswith("\ufffd")) or not text.startswith(self.sent):
+            return
+        if len(text) > len(self.sent):
+            self.on_text(text[len(self.sent):])
+            self.sent = text
 
 
 class TransformersCPUGenerator:
@@ -310,14 +342,22 @@ class TransformersCPUGenerator:
                     out[i] = gen
         return [g for g in out if g is not None]
 
+    def stream(self, request: GenerationRequest, on_text: Callable[[str], None]) -> Generation:
+        """One request generated alone, its text handed to ``on_text`` as it is decoded."""
+        if request.json_schema is not None:
+            self._grammar(request.json_schema)
+        ids = self.prompt_ids(request)
+        return self._run_batch([request], [ids], streamer=_TextPieces(self._tokenizer(),
+                                                                      on_text))[0]
+
     def close(self) -> None:
         self._model = None
         self._grammars.clear()
         self._grammar_compiler = None
 
     # -- one batch --------------------------------------------------------------------------
-    def _run_batch(self, batch: list[GenerationRequest], ids: list[list[int]]
-                   ) -> list[Generation]:
+    def _run_batch(self, batch: list[GenerationRequest], ids: list[list[int]],
+                   streamer: _TextPieces | None = None) -> list[Generation]:
         import torch
 
         tok, model = self._tokenizer(), self._lm()
@@ -341,6 +381,8 @@ class TransformersCPUGenerator:
             grammars = [self._grammar(r.json_schema or "") for r in batch]
             # One processor per generate() call: it keeps matcher state (xgrammar's note).
             kwargs["logits_processor"] = [xgr.contrib.hf.LogitsProcessor(grammars)]
+        if streamer is not None:
+            kwargs["streamer"] = streamer
         clock = _StepClock()
         torch.manual_seed(s.seed)
         # torch's thread count is process-wide: set for this call only, so other stages keep

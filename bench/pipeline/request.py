@@ -8,7 +8,8 @@ that query, timing its own latency stages; an offline node (a latency measuremen
 reference search, answers generated in batch) is no serving work and gives no value. There
 is no per-stage code here: each op's ``run_one`` sits next to its batch code.
 
-``chain(q)`` returns ``(latency stage -> ms, the chain's last query-time value)``.
+``chain(q)`` returns ``(latency stage -> ms, the chain's last query-time value)``;
+``chain.serve(query)`` the same for any ``Query`` (a served request, ``bench.serve``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.capacity.base import RequestTiming
-from bench.data.base import Dataset
+from bench.data.base import Dataset, Query
 from bench.pipeline.executor import Executor
 from bench.pipeline.node import Node, OneQuery, Phase, QueryOp, QueryTimer
 from bench.retrieval.base import order_key
@@ -44,7 +45,11 @@ class QueryChain:
         self._last = served[-1].key if served else None
 
     def __call__(self, q: int) -> tuple[dict[str, float], Any]:
-        query = self.dataset.queries[q]
+        return self.serve(self.dataset.queries[q])
+
+    def serve(self, query: Query) -> tuple[dict[str, float], Any]:
+        """The chain for ``query``: one of the dataset's, or any request's (``bench.serve``:
+        its text, the caller's roles and tenant) over the same corpus and index."""
         one = OneQuery(query, Dataset(self.dataset.name, self.dataset.documents, (query,),
                                       fingerprint=self.dataset.fingerprint), self.id_key)
         timer = QueryTimer(sync_cuda=self.device == "cuda")

@@ -1,0 +1,1 @@
+"""Shared HTTP plumbing of the remote backends (embedder, reranker, generator, judge)."""

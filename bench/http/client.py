@@ -1,0 +1,308 @@
+"""A JSON-over-HTTP client for remote stage backends: bounded retries, a concurrency limit,
+timeouts, the API key from a named environment variable, one record per request.
+
+``JSONEndpoint.post(path, body)`` sends one request and returns a ``JSONResult``: the parsed
+body when the server answered 200 with JSON, and always a ``RequestRecord`` — status
+(``ok`` | ``failed`` | ``timeout`` | ``invalid``), the whole request's latency over every
+attempt, the attempts made, the server's own time when it sends a ``Server-Timing`` header.
+Connection errors, 429 and 5xx are retried up to ``max_retries`` times with exponential
+backoff from ``backoff_s`` (a ``Retry-After`` header is honoured, capped at 60 s); other 4xx
+and timeouts are not (another attempt would not answer sooner). A caller that finds the
+body's shape wrong marks the record ``invalid`` (:meth:`JSONEndpoint.invalid`).
+
+The API key is read from the environment variable named by ``api_key_env`` at request time;
+it is never stored on the object, logged, or part of a cache key. ``check_api_key_env`` makes
+a missing variable a config error before any work.
+
+Also here, shared with ``bench.generation.openai_http``: the retryable statuses, free ports,
+``Retry-After`` parsing, server-sent-event framing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from bench.config.build import OptionError
+from bench.errors import BenchError, MissingDependencyError
+
+log = logging.getLogger("bench")
+
+RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+#: the longest Retry-After honoured (a server asking for more is not waited on longer)
+MAX_RETRY_AFTER_S = 60.0
+
+
+class RemoteError(BenchError):
+    """A remote backend could not do the work (unreachable, refused, malformed answers):
+    one line naming the config key and the endpoint, exit 2."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds of a ``Retry-After`` header (delta-seconds form), capped; None if absent."""
+    if value is None:
+        return None
+    try:
+        return min(max(float(value), 0.0), MAX_RETRY_AFTER_S)
+    except ValueError:
+        return None
+
+
+def iter_sse_data(lines: Iterator[str]) -> Iterator[str]:
+    """The ``data`` payload of each server-sent event (multi-line data joined by newlines);
+    comments, ``event:``/``id:`` fields and keep-alives are skipped."""
+    data: list[str] = []
+    for line in lines:
+        if line == "":
+            if data:
+                yield "\n".join(data)
+                data = []
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        if field == "data":
+            data.append(value[1:] if value.startswith(" ") else value)
+    if data:
+        yield "\n".join(data)
+
+
+def api_key_headers(api_key_env: str | None) -> dict[str, str]:
+    """``Authorization: Bearer`` from the named environment variable (nothing when unset)."""
+    if api_key_env is None:
+        return {}
+    key = os.environ.get(api_key_env)
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def check_base_url(base_url: str, option: str = "base_url") -> str:
+    if not base_url.startswith(("http://", "https://")):
+        raise OptionError(option, f"must start with http:// or https://, got {base_url!r}")
+    return base_url.rstrip("/")
+
+
+def check_api_key_env(api_key_env: str | None) -> None:
+    if api_key_env is not None and not os.environ.get(api_key_env):
+        raise OptionError("api_key_env", f"environment variable {api_key_env} is not set")
+
+
+def check_robustness(*, max_concurrency: int, timeout_s: float, max_retries: int,
+                     backoff_s: float) -> None:
+    """The options every remote backend shares (``OptionError`` naming the bad one)."""
+    if max_concurrency < 1:
+        raise OptionError("max_concurrency", f"must be >= 1, got {max_concurrency}")
+    if timeout_s <= 0:
+        raise OptionError("timeout_s", f"must be > 0, got {timeout_s}")
+    if max_retries < 0:
+        raise OptionError("max_retries", f"must be >= 0, got {max_retries}")
+    if backoff_s < 0:
+        raise OptionError("backoff_s", f"must be >= 0, got {backoff_s}")
+
+
+_SERVER_TIMING_TOTAL = re.compile(r"(?:^|,)\s*total\s*;[^,]*?dur=([0-9.]+)")
+
+
+def server_total_ms(header: str | None) -> float | None:
+    """The ``total`` entry of a ``Server-Timing`` header (bench.serve sends one), in ms."""
+    if not header:
+        return None
+    m = _SERVER_TIMING_TOTAL.search(header)
+    return float(m.group(1)) if m else None
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request to a remote backend, over all its attempts."""
+
+    endpoint: str
+    status: str  # ok | failed | timeout | invalid
+    latency_ms: float
+    attempts: int
+    n_items: int
+    http_status: int | None = None
+    error: str | None = None
+    #: the server's own time (``Server-Timing: total``), None when it does not say
+    server_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class JSONResult:
+    record: RequestRecord
+    body: Any = None
+
+    @property
+    def ok(self) -> bool:
+        return self.record.status == "ok"
+
+
+REQUEST_FIELDS = tuple(RequestRecord.__dataclass_fields__)
+
+
+def save_records(records: Sequence[RequestRecord], path: Path) -> None:
+    """The requests of one stage's work as a Parquet table (one row per request)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([
+        pa.field("endpoint", pa.string()), pa.field("status", pa.string()),
+        pa.field("latency_ms", pa.float64()), pa.field("attempts", pa.int64()),
+        pa.field("n_items", pa.int64()), pa.field("http_status", pa.int64()),
+        pa.field("error", pa.string()), pa.field("server_ms", pa.float64())])
+    cols = {f: [getattr(r, f) for r in records] for f in REQUEST_FIELDS}
+    pq.write_table(pa.table(cols, schema=schema), path)
+
+
+def summary_line(records: Sequence[RequestRecord]) -> str:
+    """Requests, statuses, retries and latency percentiles, for the stage's log line."""
+    if not records:
+        return "no requests"
+    lat = sorted(r.latency_ms for r in records)
+
+    def pct(p: float) -> float:
+        return lat[min(len(lat) - 1, round(p * (len(lat) - 1)))]
+
+    by: dict[str, int] = {}
+    for r in records:
+        by[r.status] = by.get(r.status, 0) + 1
+    retries = sum(r.attempts - 1 for r in records)
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(by.items()))
+    return (f"{len(records)} requests ({statuses}; {retries} retries), latency p50 "
+            f"{pct(0.5):.1f} ms, p95 {pct(0.95):.1f} ms")
+
+
+class JSONEndpoint:
+    """POST JSON to ``base_url + path`` with the robustness above. Thread-safe: callers may
+    post from several threads; at most ``max_concurrency`` requests are in flight at once.
+    ``key`` is the config key errors name (``embedder``, ``reranker``)."""
+
+    def __init__(self, *, base_url: str, key: str, api_key_env: str | None = None,
+                 timeout_s: float = 60.0, max_retries: int = 3, backoff_s: float = 0.5,
+                 max_concurrency: int = 4) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.key = key
+        self.api_key_env = api_key_env
+        self.timeout_s = float(timeout_s)
+        self.max_retries = max_retries
+        self.backoff_s = float(backoff_s)
+        self.max_concurrency = max_concurrency
+        self._slots = threading.BoundedSemaphore(max_concurrency)
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._records: list[RequestRecord] = []
+
+    def __repr__(self) -> str:
+        return f"JSONEndpoint({self.base_url!r})"
+
+    def url(self, path: str) -> str:
+        return f"{self.base_url}{path}"
+
+    def _http(self) -> Any:
+        try:
+            import httpx
+        except ImportError:
+            raise MissingDependencyError("httpx", "serve", f"{self.key} over HTTP") from None
+        with self._lock:
+            if self._client is None:
+                self._client = httpx.Client(
+                    limits=httpx.Limits(max_connections=self.max_concurrency),
+                    timeout=self.timeout_s)
+            return self._client
+
+    def post(self, path: str, body: Mapping[str, Any], *, n_items: int = 1) -> JSONResult:
+        import httpx
+
+        client = self._http()
+        headers = {"Content-Type": "application/json", **api_key_headers(self.api_key_env)}
+        payload = json.dumps(body)
+        t0 = time.perf_counter()
+        error, code, status, server_ms = "not attempted", None, "failed", None
+        n = 0
+        for n in range(self.max_retries + 1):
+            delay: float | None = None
+            try:
+                with self._slots:
+                    resp = client.post(self.url(path), content=payload, headers=headers)
+                code = resp.status_code
+                server_ms = server_total_ms(resp.headers.get("server-timing"))
+                if code == 200:
+                    try:
+                        parsed = resp.json()
+                    except ValueError:
+                        return self._record(path, "invalid", t0, n + 1, n_items, code,
+                                            f"not JSON: {resp.text[:200]!r}", server_ms)
+                    return JSONResult(self._record(path, "ok", t0, n + 1, n_items, code, None,
+                                                   server_ms).record, parsed)
+                error = f"HTTP {code}: {resp.text[:300]}"
+                if code not in RETRY_STATUS:
+                    break
+                delay = retry_after(resp.headers.get("retry-after"))
+            except httpx.TimeoutException:
+                return self._record(path, "timeout", t0, n + 1, n_items, None,
+                                    f"no answer within {self.timeout_s:g} s", None)
+            except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError,
+                    httpx.WriteError) as exc:
+                error, code = f"{type(exc).__name__}: {exc}", None
+            except httpx.HTTPError as exc:
+                error, code = f"{type(exc).__name__}: {exc}", None
+                break
+            if n == self.max_retries:
+                break
+            wait = self.backoff_s * (2 ** n)
+            time.sleep(max(wait, delay) if delay is not None else wait)
+        return self._record(path, status, t0, n + 1, n_items, code, error, server_ms)
+
+    def _record(self, path: str, status: str, t0: float, attempts: int, n_items: int,
+                code: int | None, error: str | None, server_ms: float | None) -> JSONResult:
+        rec = RequestRecord(path, status, (time.perf_counter() - t0) * 1000.0, attempts,
+                            n_items, code, error, server_ms)
+        with self._lock:
+            self._records.append(rec)
+        return JSONResult(rec)
+
+    def invalid(self, result: JSONResult, why: str) -> RequestRecord:
+        """Mark an answered request ``invalid`` (its body had the wrong shape)."""
+        rec = replace(result.record, status="invalid", error=why)
+        with self._lock:
+            for i in range(len(self._records) - 1, -1, -1):
+                if self._records[i] is result.record:
+                    self._records[i] = rec
+                    break
+        return rec
+
+    def fail(self, record: RequestRecord) -> RemoteError:
+        """The one-line error of a request the work cannot do without."""
+        return RemoteError(f"config key {self.key}.base_url: POST {self.url(record.endpoint)} "
+                           f"{record.status} after {record.attempts} attempt"
+                           f"{'s' if record.attempts != 1 else ''}: {record.error}")
+
+    def records(self) -> list[RequestRecord]:
+        """Every request so far, in completion order."""
+        with self._lock:
+            return list(self._records)
+
+    def take_records(self) -> list[RequestRecord]:
+        """Every request since the last call (a stage's own requests)."""
+        with self._lock:
+            out, self._records = self._records, []
+            return out
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None

@@ -1,0 +1,131 @@
+"""Entry point of ``python -m bench.serve``: compose the config like ``python -m bench``,
+validate and plan (a config error is one line and exit 2 before the port is bound), bind the
+port, then load the served chain in the background while ``/health`` answers and ``/ready``
+says ``loading``. A failed load (a remote backend refusing, a broken artifact) prints one
+line, stops the server and exits 2. SIGTERM / SIGINT drain: the port stops accepting, requests
+in flight get ``serve.shutdown_timeout_s`` to finish, the generator is released, exit 0.
+
+``config=<config_id>`` is shorthand for ``serve.config=<config_id>``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+
+import hydra
+from omegaconf import DictConfig
+
+from bench.app import CONF_DIR, _config_error_line
+from bench.config.schema import register
+from bench.errors import BenchError, ConfigError
+
+log = logging.getLogger("bench")
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before any loading so a busy port fails at once."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError("serve.port", f"cannot listen on {host}:{port}: "
+                                        f"{exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(cfg: DictConfig) -> int:
+    """Serve until SIGTERM / SIGINT; the exit code (2: the chain failed to load)."""
+    t_start = time.perf_counter()
+    from bench.serve.service import prepare_service
+
+    service, settings = prepare_service(cfg)
+    sock = bind(settings.host, settings.port)
+    host, port = sock.getsockname()[:2]
+
+    import uvicorn
+
+    from bench.serve.app import ServerState, create_app
+
+    state = ServerState()
+    app = create_app(service, settings, state, on_shutdown=service.close)
+    server = uvicorn.Server(uvicorn.Config(
+        app, log_config=None, access_log=False, lifespan="on",
+        timeout_graceful_shutdown=round(settings.shutdown_timeout_s)))
+    exit_code: list[int] = []
+
+    def load() -> None:
+        try:
+            service.load()
+        except BenchError as exc:
+            state.error = exc.one_line()
+            state.phase = "failed"
+            print(f"bench: error: {state.error}", file=sys.stderr, flush=True)
+            exit_code.append(exc.exit_code)
+            server.should_exit = True
+            return
+        except Exception as exc:  # a bug: its traceback, and the server stops
+            log.exception("serve: loading the chain failed")
+            state.error = f"{type(exc).__name__}: {exc}"
+            state.phase = "failed"
+            exit_code.append(1)
+            server.should_exit = True
+            return
+        state.phase = "ready"
+        log.info("serve: ready on http://%s:%d — config %s %s; chain loaded in %.2f s, %.2f s "
+                 "after start", host, port, service.spec.config_id, service.spec.label,
+                 service.load_s or 0.0, time.perf_counter() - t_start)
+
+    log.info("serve: listening on http://%s:%d (loading; /ready says when it is done)",
+             host, port)
+    threading.Thread(target=load, name="bench-serve-load", daemon=True).start()
+    server.run(sockets=[sock])
+    log.info("serve: stopped")
+    return exit_code[0] if exit_code else 0
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+def _hydra_entry(cfg: DictConfig) -> None:
+    try:
+        code = serve(cfg)
+    except BenchError as exc:
+        print(f"bench: error: {exc.one_line()}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    if code:
+        sys.exit(code)
+
+
+def _alias(argv: list[str]) -> list[str]:
+    """``config=X`` is ``serve.config=X`` (the form the issue and docs use)."""
+    return [f"serve.{a}" if a.startswith("config=") else a for a in argv]
+
+
+def main() -> None:
+    register()
+    sys.argv[1:] = _alias(sys.argv[1:])
+    user_wants_trace = "HYDRA_FULL_ERROR" in os.environ
+    if not user_wants_trace:  # composition errors reach us, for one line and exit 2
+        os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        try:
+            _hydra_entry()
+        except BenchError as exc:
+            print(f"bench: error: {exc.one_line()}", file=sys.stderr)
+            sys.exit(exc.exit_code)
+        except Exception as exc:
+            line = _config_error_line(exc)
+            if line is None or user_wants_trace:
+                raise
+            print(f"bench: config error: {line}", file=sys.stderr)
+            sys.exit(2)
+    finally:
+        if not user_wants_trace:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
