@@ -22,8 +22,10 @@ from bench.capacity.study import FaultRig
 
 
 class ServedReplica(Protocol):
-    url: str
     restarts: int
+
+    @property
+    def url(self) -> str: ...
 
     def restart(self) -> None: ...
 

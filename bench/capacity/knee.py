@@ -89,6 +89,10 @@ class Knee:
     def text(self) -> str:
         if self.rate_rps is None and not self.probes:
             return "no knee: no level was run (see the generator's ceiling)"
+        if self.rate_rps is None and any(p.verdict != "fail" for p in self.probes):
+            return ("knee undetermined: no probed rate showed a goodput share >= "
+                    f"{self.attainment:.0%} with confidence in {self.levels_run} level runs "
+                    "(more requests per level or more repeats would tell)")
         if self.rate_rps is None:
             return (f"no knee: goodput share < {self.attainment:.0%} already at the lowest "
                     f"probed rate ({self.probes[0].rate_rps:g} req/s)")

@@ -104,10 +104,12 @@ def lines(st: Study) -> list[str]:
     if st.quality:
         out += ["### Quality under load (paired per query against the unloaded run; a request "
                 "without an answer scores 0)", "",
-                "| offered req/s | answer metric mean | delta vs unloaded [95 % CI] | queries | "
-                "timeouts | failed | rate limited |", "|---:|---:|---|---:|---:|---:|---:|"]
+                "| offered req/s | answer metric mean | paired: unloaded -> loaded | "
+                "delta [95 % CI] | queries | timeouts | failed | rate limited |",
+                "|---:|---:|---|---|---:|---:|---:|---:|"]
         for q in st.quality:
             out.append(f"| {q.offered_rps:.2f} | {_f(q.quality_mean, '.3f')} | "
+                       f"{_f(q.paired_unloaded, '.3f')} -> {_f(q.paired_loaded, '.3f')} | "
                        f"{_f(q.delta_vs_unloaded, '+.3f')} [{_f(q.ci_low, '+.3f')}, "
                        f"{_f(q.ci_high, '+.3f')}] | {q.n_queries} | {q.timeouts} | {q.failed} | "
                        f"{q.rate_limited} |")

@@ -123,6 +123,9 @@ class QualityUnderLoad:
 
     offered_rps: float
     quality_mean: float | None
+    #: the paired means over the queries both runs asked
+    paired_unloaded: float | None
+    paired_loaded: float | None
     delta_vs_unloaded: float | None
     ci_low: float | None
     ci_high: float | None
@@ -365,13 +368,13 @@ def _paired(unloaded: LevelMetrics, m: LevelMetrics, *, seed: int) -> QualityUnd
     from bench.metrics.stats import paired_compare
 
     qs = sorted(set(unloaded.quality_by_query) & set(m.quality_by_query))
-    delta = lo = hi = None
+    delta = lo = hi = ma = mb = None
     if len(qs) >= 2:
         c = paired_compare(np.asarray([unloaded.quality_by_query[q] for q in qs]),
                            np.asarray([m.quality_by_query[q] for q in qs]), seed=seed)
-        delta, lo, hi = c.delta, c.ci_low, c.ci_high
+        delta, lo, hi, ma, mb = c.delta, c.ci_low, c.ci_high, c.mean_a, c.mean_b
     st = m.statuses
-    return QualityUnderLoad(m.offered_rps, m.quality_mean, delta, lo, hi, len(qs),
+    return QualityUnderLoad(m.offered_rps, m.quality_mean, ma, mb, delta, lo, hi, len(qs),
                             st.get("timeout", 0), st.get("failed", 0), st.get("rate_limited", 0))
 
 
