@@ -357,8 +357,12 @@ async def _find_knee_async(measure: Callable[[float, int], Any], s: StudySetting
     def sync_measure(rate: float, repeat: int) -> LevelMetrics:
         return asyncio.run_coroutine_threadsafe(measure(rate, repeat), loop).result()
 
+    # below this rate one level of min_requests would take more than a quarter of the
+    # search's time budget: searching lower cannot finish
+    floor = 4 * s.min_requests / s.knee_max_seconds
+    start = min(start_rps or s.knee_start_rps, max_rps)
     return await asyncio.to_thread(
-        find_knee, sync_measure, start_rps=min(start_rps or s.knee_start_rps, max_rps),
+        find_knee, sync_measure, start_rps=start, min_rps=min(floor, start),
         attainment=s.attainment, repeats=s.knee_repeats, max_repeats=s.knee_max_repeats,
         ci_width=s.knee_ci_width, max_levels=max_levels or s.knee_max_levels,
         max_seconds=s.knee_max_seconds, max_rps=max_rps)
