@@ -267,7 +267,12 @@ def fault_proxy(upstream: str, *, log_path: Path, port: int | None = None) -> Se
 def main(argv: Sequence[str] | None = None) -> None:
     import uvicorn
 
-    p = argparse.ArgumentParser(prog="python -m bench.capacity.servers")
+    from bench.docs import CAPACITY
+
+    p = argparse.ArgumentParser(prog="python -m bench.capacity.servers",
+                                description="The synthetic service or the fault proxy the load "
+                                            "generator is checked against.",
+                                epilog=CAPACITY.help_line())
     sub = p.add_subparsers(dest="kind", required=True)
     s = sub.add_parser("synthetic")
     s.add_argument("--port", type=int, required=True)
