@@ -8,7 +8,7 @@ certainty that 3 x 60 requests cannot give). A rate PASSES when the CI's low end
 target, FAILS when its high end is below it, and is UNSURE otherwise — then more runs are
 added at that rate, up to ``max_repeats``.
 
-Search: double the rate from ``start_rps`` while it passes (never above ``max_rps``, the
+Search: double the rate from ``start_rps`` until one fails (never above ``max_rps``, the
 generator's ceiling), then bisect between the highest passing and the lowest failing rate.
 The knee's CI is that bracket [highest pass, lowest fail]; the point estimate interpolates
 the mean fraction's crossing of the target inside it. It stops when the bracket is narrower
@@ -157,7 +157,7 @@ def find_knee(measure: Measure, *, start_rps: float, attainment: float = 0.9,
         p = probe(rate)
     if p.verdict == "fail":
         return stop("floor" if budget_left() else "levels")
-    while p.verdict == "pass":  # bracket upwards
+    while p.verdict != "fail":  # bracket upwards: an unsure rate is no upper end either
         if rate >= max_rps:
             return stop("ceiling")
         if not budget_left():

@@ -60,3 +60,14 @@ def test_probe_ci_is_never_narrower_than_the_pooled_binomial() -> None:
     assert p.ci_low < 0.5 < p.ci_high and p.verdict == "unsure"
     assert Probe.of(10.0, [level(10, 100)] * 3, target=0.9).verdict == "pass"
     assert Probe.of(10.0, [level(10, 50)] * 3, target=0.9).verdict == "fail"
+
+
+def test_an_unsure_rate_does_not_end_the_upward_search() -> None:
+    # 88 % at 20 req/s is neither shown above nor below 90 %; 40 fails: the bracket is [10, 40]
+    def curve(rate: float, repeat: int) -> LevelMetrics:
+        return level(rate, 100 if rate <= 10 else 88 if rate <= 20 else 0)
+
+    k = find_knee(curve, start_rps=10.0, repeats=1, max_repeats=2, ci_width=0.1, max_levels=12)
+    rates = [p.rate_rps for p in k.probes]
+    assert 40.0 in rates and k.ci_low_rps == 10.0 and k.ci_high_rps is not None
+    assert k.ci_high_rps <= 40.0
