@@ -113,8 +113,10 @@ class CapacityConfig:
     #: open load drives ``in_process`` (the chain in a worker pool) or ``serve`` (bench.serve
     #: processes of the config, over HTTP)
     target: str = "in_process"
-    #: goodput SLOs in ms, any of ttft / tpot / e2el (vLLM's --goodput)
-    slo_ms: dict[str, float] = field(default_factory=lambda: {"e2el": 100.0})
+    #: goodput SLOs in ms (vLLM's --goodput ttft: tpot: e2el:); null: not part of goodput
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    slo_e2el_ms: float | None = 100.0
     level_seconds: float = 6.0
     level_min_requests: int = 30
     level_max_requests: int = 400

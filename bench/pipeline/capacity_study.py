@@ -36,6 +36,32 @@ log = logging.getLogger("bench")
 TARGETS = ("in_process", "serve")
 
 
+def slo_of(cap: CapacityConfig) -> dict[str, float]:
+    slo = {k: v for k, v in (("ttft", cap.slo_ttft_ms), ("tpot", cap.slo_tpot_ms),
+                             ("e2el", cap.slo_e2el_ms)) if v is not None}
+    if not slo:
+        raise ConfigError("capacity.slo_e2el_ms", "goodput needs at least one SLO: set "
+                                                  "slo_ttft_ms, slo_tpot_ms or slo_e2el_ms")
+    for k, v in slo.items():
+        if not float(v) > 0:
+            raise ConfigError(f"capacity.slo_{k}_ms", f"must be > 0 ms, got {v}")
+    return check_slo(slo)
+
+
+def check_capacity(node: Any) -> None:
+    """The study's settings from the config node, checked before any work (a bad value is
+    one line naming its key, exit 2)."""
+    from omegaconf import OmegaConf
+
+    obj = OmegaConf.to_object(node)
+    cap = obj if isinstance(obj, CapacityConfig) else CapacityConfig(**obj)  # type: ignore[arg-type]
+    if cap.load not in ("closed", "open"):
+        raise ConfigError("capacity.load", f"{cap.load!r}: closed or open")
+    if cap.load == "open":
+        study_settings(cap)
+        answer_scorer((), cap.quality_metric)  # the metric's name; its queries come later
+
+
 def study_settings(cap: CapacityConfig) -> StudySettings:
     """The study's settings; a bad value is a ConfigError naming its key."""
     if cap.target not in TARGETS:
@@ -63,7 +89,7 @@ def study_settings(cap: CapacityConfig) -> StudySettings:
         if not ok:
             raise ConfigError(key, f"out of range: {getattr(cap, key.split('.', 1)[1])!r}")
     return StudySettings(
-        slo_ms=check_slo(cap.slo_ms), attainment=float(cap.attainment),
+        slo_ms=slo_of(cap), attainment=float(cap.attainment),
         level_seconds=float(cap.level_seconds), min_requests=int(cap.level_min_requests),
         max_requests=int(cap.level_max_requests), burstiness=float(cap.burstiness),
         max_concurrency=cap.max_concurrency, timeout_s=float(cap.timeout_s),
