@@ -116,10 +116,13 @@ def lines(st: Study) -> list[str]:
         out.append("")
     sc = st.scale_out
     if sc is not None:
+        # a search stopped by the generator's ceiling measured a lower bound, not the knee
+        capped = " (>=, at the ceiling)" if sc.knee_n is not None and (
+            sc.knee_n.stopped_by == "ceiling") else ""
         out += [f"### Scale-out to {sc.replicas} replicas, checked", "",
                 "| quantity | predicted (linear) | measured | error |", "|---|---:|---:|---:|",
-                f"| knee req/s | {_f(sc.knee_predicted, '.2f')} | {_f(sc.knee_measured, '.2f')} | "
-                f"{_f(sc.knee_error, '+.0%')} |",
+                f"| knee req/s | {_f(sc.knee_predicted, '.2f')} | {_f(sc.knee_measured, '.2f')}"
+                f"{capped} | {_f(sc.knee_error, '+.0%')}{capped} |",
                 f"| E2EL p95 ms at {_f(sc.fixed_rps, '.2f')} req/s | {_f(sc.p95_predicted_ms)} | "
                 f"{_f(sc.p95_measured_ms)} | {_f(sc.p95_error, '+.0%')} |", "",
                 f"Predicted p95: one replica at {_f(sc.fixed_rps, '.2f')} / {sc.replicas} req/s "

@@ -406,9 +406,11 @@ def _sizing(knee: Knee, s: StudySettings, scale: ScaleOut | None) -> str:
            f"{'beyond' if knee.ci_high_rps is None else f'{knee.ci_high_rps:.2f}'}) with >= "
            f"{s.attainment:.0%} of requests within {slo}")
     if scale is not None and scale.knee_error is not None:
-        txt += (f"; {scale.replicas} replicas measured {scale.knee_measured:.2f} req/s against "
-                f"{scale.knee_predicted:.2f} predicted by linear scale-out "
-                f"({scale.knee_error:+.0%})")
+        capped = scale.knee_n is not None and scale.knee_n.stopped_by == "ceiling"
+        txt += (f"; {scale.replicas} replicas measured {'at least ' if capped else ''}"
+                f"{scale.knee_measured:.2f} req/s against {scale.knee_predicted:.2f} predicted "
+                f"by linear scale-out ({scale.knee_error:+.0%}"
+                + (", a bound: the search reached the generator's ceiling)" if capped else ")"))
     return txt + ". N replicas for T req/s: N = ceil(T / knee)" + (
         ", corrected by the measured scale-out error" if scale is not None else "")
 
