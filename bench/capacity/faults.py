@@ -72,6 +72,8 @@ class FaultOutcome:
     goodput_fraction: float
     e2el_p99_ms: float | None
     restarts: int = 0
+    #: the fault could not be injected as asked (a restarted target that never came back)
+    error: str = ""
 
     @property
     def survived(self) -> bool:
@@ -79,7 +81,8 @@ class FaultOutcome:
 
 
 async def _inject(fault: Fault, *, proxy_url: str | None, served: Restartable | None,
-                  t0: float) -> None:
+                  t0: float) -> str | None:
+    """Inject the fault; what went wrong injecting it (the run goes on), else None."""
     import time
 
     import httpx
@@ -88,12 +91,16 @@ async def _inject(fault: Fault, *, proxy_url: str | None, served: Restartable | 
     if fault.kind == "restart":
         if served is None:
             raise ValueError("a restart fault needs the target's process")
-        await asyncio.to_thread(served.restart)
-        return
+        try:
+            await asyncio.to_thread(served.restart)
+        except Exception as exc:  # a target that does not come back: its requests fail
+            return f"restart failed: {exc}"[:300]
+        return None
     if proxy_url is None:
         raise ValueError(f"fault {fault.kind} needs the fault proxy in front of the target")
     async with httpx.AsyncClient() as c:
         (await c.post(proxy_url + "/_fault", json=fault.proxy_spec())).raise_for_status()
+    return None
 
 
 async def run_with_fault(schedule: Schedule, target: Target, fault: Fault, *,
@@ -106,7 +113,7 @@ async def run_with_fault(schedule: Schedule, target: Target, fault: Fault, *,
 
     restarts = served.restarts if served is not None else 0
     t0 = time.perf_counter() + 0.05
-    run, _ = await asyncio.gather(
+    run, injected = await asyncio.gather(
         run_open(schedule, target, timeout_s=timeout_s, retry=retry,
                  max_concurrency=max_concurrency, start_at=t0),
         _inject(fault, proxy_url=proxy_url, served=served, t0=t0))
@@ -116,7 +123,8 @@ async def run_with_fault(schedule: Schedule, target: Target, fault: Fault, *,
                        m.retries, sum(1 for r in run.records if r.answer),
                        len(set(range(len(schedule))) - set(idx)), len(idx) - len(set(idx)),
                        m.goodput_fraction, m.e2el.percentiles["p99"],
-                       (served.restarts - restarts) if served is not None else 0)
+                       (served.restarts - restarts) if served is not None else 0,
+                       injected or "")
     return run, m, out
 
 
@@ -130,4 +138,4 @@ def fault_table(rows: list[FaultOutcome]) -> list[str]:
         lines.append(f"| {r.fault} | {r.n_requests} | {st['ok']} | {st['timeout']} | "
                      f"{st['failed']} | {st['rate_limited']} | {r.retries} | {r.answers_kept} | "
                      f"{r.lost} | {r.double} | {r.goodput_fraction:.0%} | {p99} |")
-    return lines
+    return lines + [f"- {r.fault}: {r.error}" for r in rows if r.error]
