@@ -1,1 +1,5 @@
-"""Capacity planning: closed-loop load on one chosen config, SLO finder, worker count."""
+"""Capacity planning: open-loop load (``schedule``, ``driver``, ``http``), vLLM-named metrics
+with goodput and quality-goodput (``metrics``, ``quality``), the knee search (``knee``), the
+generator's ceiling (``ceiling``), faults (``faults``, ``servers``), the whole study
+(``study``, ``backends``, ``report``), Ray-distributed load (``distributed``); the closed-loop
+levels and their sizing answer (``loadgen``). docs/experiments/capacity.md."""

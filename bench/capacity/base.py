@@ -80,6 +80,25 @@ class CapacityAnswer:
 
 
 @dataclass(frozen=True)
+class StudySummary:
+    """The headline figures of an open-loop capacity study (bench.capacity.study); the
+    whole study is ``capacity/study.json``."""
+
+    ceiling_rps: float | None
+    knee_rps: float | None
+    knee_ci_low_rps: float | None
+    knee_ci_high_rps: float | None
+    closed_rps: float
+    closed_e2el_p99_ms: float | None
+    open_e2el_p99_ms: float | None
+    scale_knee_error: float | None
+    scale_p95_error: float | None
+    faults: tuple[str, ...]
+    faults_survived: bool
+    wall_s: float
+
+
+@dataclass(frozen=True)
 class CapacityRun:
     """What a capacity run of one config measured (run.json ``capacity``, the report)."""
 
@@ -92,10 +111,15 @@ class CapacityRun:
     levels: tuple[LevelResult, ...]
     #: capacity.json / .md / .png, relative to the run dir
     files: tuple[str, ...]
+    #: ``closed`` (the levels above) or ``open`` (the study: its summary and report lines)
+    load: Literal["closed", "open"] = "closed"
+    study: StudySummary | None = None
+    lines: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         from dataclasses import asdict
 
         return {"config_id": self.config_id, "label": self.label, "request": self.request,
                 "answer": self.answer.text, "workers": self.answer.workers,
-                "levels": [asdict(lv) for lv in self.levels], "files": list(self.files)}
+                "levels": [asdict(lv) for lv in self.levels], "files": list(self.files),
+                "load": self.load, "study": None if self.study is None else asdict(self.study)}

@@ -107,6 +107,52 @@ class CapacityConfig:
     p95_budget_ms: float = 100.0
     #: what one measured replica is ("CPU worker" here; "GPU" on a GPU box)
     worker_kind: str = "CPU worker"
+    #: ``closed``: the closed-loop concurrency levels above; ``open``: the capacity study
+    #: (bench.capacity.study: ceiling, open-loop knee search, sweep, scale-out, faults)
+    load: str = "closed"
+    #: open load drives ``in_process`` (the chain in a worker pool) or ``serve`` (bench.serve
+    #: processes of the config, over HTTP)
+    target: str = "in_process"
+    #: goodput SLOs in ms (vLLM's --goodput ttft: tpot: e2el:); null: not part of goodput
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    slo_e2el_ms: float | None = 100.0
+    level_seconds: float = 6.0
+    level_min_requests: int = 30
+    level_max_requests: int = 400
+    #: gamma arrivals' shape (vLLM's --burstiness): 1 = Poisson
+    burstiness: float = 1.0
+    #: cap on requests in flight (null: none), open loop too
+    max_concurrency: int | None = None
+    timeout_s: float = 10.0
+    retries: int = 6
+    knee_start_rps: float = 4.0
+    knee_repeats: int = 2
+    knee_max_repeats: int = 3
+    #: stop the knee search once its CI bracket is narrower than this share of its low end
+    knee_ci_width: float = 0.25
+    knee_max_levels: int = 12
+    knee_max_seconds: float = 180.0
+    #: the generator refuses rates where it adds >= this p99 against a null target
+    ceiling_limit_ms: float = 1.0
+    closed_users: int = 4
+    sweep_shares: list[float] = field(default_factory=lambda: [0.5, 1.0, 1.5])
+    #: replicas of the scale-out check (<= 1: skip it)
+    replicas: int = 2
+    scale_knee_max_levels: int = 6
+    #: during a level at ``fault_share`` x the knee: restart, status_429, status_503, slow,
+    #: close (target=serve only)
+    faults: list[str] = field(default_factory=list)
+    fault_share: float = 0.5
+    #: price of one replica per hour: cost per 1M queries / correct answers (null: none)
+    price_per_hour: float | None = None
+    #: what makes an answer correct (quality-goodput): hit@<k>, token_f1, exact_match
+    quality_metric: str = "hit@10"
+    quality_threshold: float = 0.5
+    #: worker threads per in-process replica
+    workers: int = 1
+    #: reuse the levels an earlier run of the same plan measured (cache_dir/capacity-levels)
+    resume: bool = True
 
 
 @dataclass

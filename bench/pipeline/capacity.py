@@ -9,6 +9,13 @@ records throughput and e2e p50/p95/p99 (and TTFT once a chain streams); the answ
 for T queries/s at p95 <= S ms" states the measurements and the linear scale-out assumption.
 Output: ``capacity/`` (capacity.json, capacity.md, capacity.png) in the run dir and a
 ``capacity`` entry in run.json.
+
+``capacity.load=open`` runs the capacity study instead (``bench.capacity.study``): the
+generator's ceiling, the closed loop against an open loop at the same load, the knee search,
+a sweep with quality under load, the checked scale-out and faults, against the chain in a
+worker pool (``capacity.target=in_process``) or against ``bench.serve`` processes of the
+config over HTTP (``capacity.target=serve``: ``/v1/answer`` for a generated config, else
+``/v1/retrieve``; 2 processes for the scale-out check; the restart fault kills one).
 """
 
 from __future__ import annotations
@@ -55,6 +62,12 @@ def choose_config(done: Executed, wanted: str) -> int:
 
 def run_capacity(done: Executed, run_dir: Path) -> CapacityRun:
     cap = done.settings.capacity
+    if cap.load not in ("closed", "open"):
+        raise ConfigError("capacity.load", f"{cap.load!r}: closed or open")
+    if cap.load == "open":
+        from bench.pipeline.capacity_study import run_open_capacity
+
+        return run_open_capacity(done, run_dir)
     i = choose_config(done, str(cap.config))
     spec = done.configs[i].spec
     chain = QueryChain(spec.chain, done.executor, done.dataset, done.device)

@@ -546,6 +546,11 @@ def _capacity(r: RunReport) -> list[str]:
         return []
     from bench.capacity.loadgen import capacity_lines
 
+    if cap.load == "open":
+        return ["## Capacity", "", f"Config `{cap.config_id}` ({cap.label}); a request is "
+                f"{cap.request}. Open loop: requests are sent on a schedule fixed in advance "
+                "and latency counts from the intended send. Plot, JSON and vLLM-format "
+                "levels: `capacity/`.", "", *cap.lines]
     return ["## Capacity", "", f"Config `{cap.config_id}` ({cap.label}); a request is "
             f"{cap.request}. Closed loop: each user waits for its answer before sending the "
             "next. Plot and JSON: `capacity/`.", "",

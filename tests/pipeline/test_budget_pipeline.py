@@ -111,8 +111,10 @@ def test_pruned_search_prunes_every_config_below_it(cache: Path, tmp_path: Path)
 
 
 def test_capacity_on_the_dense_chain(cache: Path, tmp_path: Path) -> None:
+    # the closed loop, kept by name (the experiment's default is the open-loop study)
     _run(cache, tmp_path, "reranker=none", "budget=none", "+experiment=capacity",
-         "capacity.concurrency=[1,2]", "capacity.max_requests=8", "capacity.max_seconds=20",
+         "capacity.load=closed", "capacity.concurrency=[1,2]", "capacity.max_requests=8",
+         "capacity.max_seconds=20",
          "capacity.slo_budget_ms=1e6", "capacity.p95_budget_ms=1e6", "capacity.target_rps=10")
     cap = json.loads((tmp_path / "capacity" / "capacity.json").read_text())
     assert [lv["concurrency"] for lv in cap["levels"]] == [1, 2]
@@ -133,4 +135,5 @@ def test_capacity_on_the_dense_chain(cache: Path, tmp_path: Path) -> None:
 def test_capacity_names_an_unknown_config(cache: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"capacity\.config"):
         _run(cache, tmp_path, "reranker=none", "budget=none", "+experiment=capacity",
-             "capacity.config=nope", "capacity.concurrency=[1]", "capacity.max_requests=2")
+             "capacity.config=nope", "capacity.load=closed", "capacity.concurrency=[1]",
+             "capacity.max_requests=2")

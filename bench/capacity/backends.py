@@ -1,0 +1,115 @@
+"""Backends a capacity study drives (:class:`bench.capacity.study.Backend`).
+
+- :class:`PoolBackend`: an in-process chain (``fn(query) -> answer``) behind a pool of
+  worker threads; ``replicas`` multiplies the workers (threads of one process: they share
+  its cores and the GIL, which the scale-out check then measures). No faults.
+- :class:`HttpBackend`: served processes (``start(i)`` launches replica i) behind the
+  round-robin HTTP client; the ceiling is measured against a real null server on this
+  machine; faults go through the real fault proxy in front of replica 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+from bench.capacity.driver import PoolTarget, Target
+from bench.capacity.http import HttpTarget
+from bench.capacity.servers import fault_proxy, synthetic
+from bench.capacity.study import FaultRig
+
+
+class ServedReplica(Protocol):
+    restarts: int
+
+    @property
+    def url(self) -> str: ...
+
+    def restart(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class PoolBackend:
+    kind = "in-process"
+
+    def __init__(self, fn: Callable[[int], str | None], *, n_queries: int, name: str,
+                 workers: int = 1) -> None:
+        self.fn = fn
+        self.n_queries = n_queries
+        self.name = name
+        self.workers = workers
+
+    @asynccontextmanager
+    async def target(self, replicas: int) -> AsyncIterator[Target]:
+        pool = PoolTarget(self.fn, workers=self.workers * replicas, name=self.name)
+        try:
+            yield pool
+        finally:
+            pool.close()
+
+    @asynccontextmanager
+    async def null_target(self) -> AsyncIterator[Target]:
+        pool = PoolTarget(lambda q: None, workers=self.workers, name="in-process null")
+        try:
+            yield pool
+        finally:
+            pool.close()
+
+    def fault_rig(self) -> AbstractAsyncContextManager[FaultRig] | None:
+        return None
+
+
+class HttpBackend:
+    kind = "http"
+
+    def __init__(self, start: Callable[[int], ServedReplica], *, path: str,
+                 body: Callable[[int], dict[str, Any]], n_queries: int, name: str,
+                 work_dir: Path, timeout_s: float = 30.0) -> None:
+        self.start = start
+        self.path = path
+        self.body = body
+        self.n_queries = n_queries
+        self.name = name
+        self.work_dir = work_dir
+        self.timeout_s = timeout_s
+        self.replicas: list[ServedReplica] = []
+
+    def _ensure(self, n: int) -> list[ServedReplica]:
+        while len(self.replicas) < n:
+            self.replicas.append(self.start(len(self.replicas)))
+        return self.replicas[:n]
+
+    def _http(self, urls: list[str], name: str | None = None) -> HttpTarget:
+        return HttpTarget(urls, path=self.path, body=self.body, timeout_s=self.timeout_s,
+                          name=name)
+
+    @asynccontextmanager
+    async def target(self, replicas: int) -> AsyncIterator[Target]:
+        reps = self._ensure(replicas)
+        async with self._http([r.url for r in reps]) as t:
+            yield t
+
+    @asynccontextmanager
+    async def null_target(self) -> AsyncIterator[Target]:
+        with synthetic(log_path=self.work_dir / "null-server.log") as null:
+            async with HttpTarget([null.url], path="/v1/answer", body=lambda q: {"query": q},
+                                  name="a null HTTP server on this machine") as t:
+                yield t
+
+    def fault_rig(self) -> AbstractAsyncContextManager[FaultRig] | None:
+        @asynccontextmanager
+        async def rig() -> AsyncIterator[FaultRig]:
+            rep = self._ensure(1)[0]
+            with fault_proxy(rep.url, log_path=self.work_dir / "fault-proxy.log") as proxy:
+                async with self._http([proxy.url], f"{self.name} behind the fault proxy") as t:
+                    yield FaultRig(t, proxy.url, rep)
+
+        return rig()
+
+    def close(self) -> None:
+        for r in self.replicas:
+            r.stop()
+        self.replicas.clear()

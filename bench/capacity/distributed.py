@@ -1,0 +1,73 @@
+"""Beyond one machine: the same open-loop schedule split over Ray actors.
+
+``run_distributed(schedule, urls=..., path=..., bodies=..., workers=W)`` starts W actors
+(``ray.init(address=...)`` joins a cluster; without one, a local Ray with ``num_cpus``).
+Actor w sends every W-th request of the schedule (``Schedule.part``) with its own event loop
+and HTTP client, all from one start time agreed on the wall clock a few seconds ahead (so
+each actor's schedule is the slice of the one schedule); their records are merged back by
+schedule index into one :class:`LevelRun`. Latency still counts from each request's intended
+time. Each actor's clock is its machine's: on several machines, keep them NTP-synchronised
+(the start offset error is added to every send lag).
+
+Needs the ``cluster`` extra (``pip install -e .[cluster]``: ray).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from bench.capacity.driver import LevelRun, RequestRecord, RetryPolicy, run_open
+from bench.capacity.http import HttpTarget
+from bench.capacity.schedule import Schedule
+from bench.errors import MissingDependencyError
+
+
+def _share(schedule: Schedule, w: int, workers: int, start_epoch: float, urls: list[str],
+           path: str, bodies: list[dict[str, Any]], timeout_s: float,
+           retries: int) -> tuple[int, list[RequestRecord]]:
+    part = schedule.part(w, workers)
+
+    async def go() -> LevelRun:
+        async with HttpTarget(urls, path=path, body=lambda q: bodies[q],
+                              timeout_s=timeout_s) as t:
+            start_at = time.perf_counter() + (start_epoch - time.time())
+            return await run_open(part, t, timeout_s=timeout_s,
+                                  retry=RetryPolicy(retries=retries), start_at=start_at)
+
+    run = asyncio.run(go())
+    # back to the one schedule's indices: share w's k-th request is request w + k * workers
+    return w, [dataclasses.replace(r, index=w + r.index * workers) for r in run.records]
+
+
+def run_distributed(schedule: Schedule, *, urls: Sequence[str], path: str,
+                    bodies: Sequence[dict[str, Any]], workers: int = 2,
+                    timeout_s: float = 30.0, retries: int = 6, address: str | None = None,
+                    num_cpus: int = 2, lead_s: float = 3.0) -> LevelRun:
+    try:
+        import ray
+    except ImportError:
+        raise MissingDependencyError("ray", "cluster", "capacity over Ray actors") from None
+    if workers < 1:
+        raise ValueError("workers must be >= 1")
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=address, num_cpus=None if address else num_cpus,
+                 include_dashboard=False, log_to_driver=False)
+    try:
+        remote = ray.remote(num_cpus=0)(_share)
+        # the actors need a moment to start: agree on a start a little ahead
+        start_epoch = time.time() + lead_s
+        refs = [remote.remote(schedule, w, workers, start_epoch, list(urls), path, list(bodies),
+                              timeout_s, retries) for w in range(workers)]
+        parts = ray.get(refs)
+    finally:
+        if started_here:
+            ray.shutdown()
+    records = sorted((r for _, recs in parts for r in recs), key=lambda r: r.index)
+    duration = max((r.end_s for r in records), default=0.0)
+    return LevelRun(schedule, tuple(records), duration, "open", None,
+                    meta={"engine": f"ray, {workers} workers"})

@@ -1,0 +1,419 @@
+"""A capacity study of one target: ceiling, unloaded baseline, the coordinated-omission
+comparison, the knee, a sweep around it, a checked scale-out prediction, faults, cost.
+
+Steps (each level a fresh seeded open-loop schedule unless said otherwise):
+
+1. ``ceiling``: the generator's own ceiling against the backend's null target
+   (:mod:`bench.capacity.ceiling`); every later level above it is refused, naming it.
+2. ``unloaded``: one closed-loop user asks every query once — the per-query answers and
+   service time everything under load is paired against.
+3. ``closed_vs_open``: ``closed_users`` closed-loop users, then an open-loop Poisson level at
+   the closed loop's own achieved rate: the same mean load, the latency each reports.
+4. ``knee`` on one replica (:func:`bench.capacity.knee.find_knee`).
+5. ``sweep``: levels at ``sweep_shares`` x the knee; quality under load paired per query
+   against the unloaded run (mean delta, bootstrap CI).
+6. ``scale_out``: linear scale-out predicts ``replicas`` x the knee and, at a fixed rate R
+   (the 1-replica knee), the p95 of one replica at R / replicas; both are measured with
+   ``replicas`` replicas behind the round-robin client and the prediction errors reported.
+7. ``faults`` at ``fault_share`` x the knee (:mod:`bench.capacity.faults`).
+8. cost per 1M queries and per 1M correct answers at the knee from ``price_per_hour``.
+
+Resume: every level's metrics are written to ``levels/<key>.json`` as soon as it ends (key:
+the study's settings, the step, rate, repeat and replicas); a rerun of the same plan loads
+them instead of measuring again, so an interrupted study continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from bench.capacity.ceiling import Ceiling, measure_ceiling, refuse
+from bench.capacity.driver import RetryPolicy, Target, run_closed, run_open
+from bench.capacity.faults import Fault, FaultOutcome, run_with_fault
+from bench.capacity.knee import Knee, find_knee
+from bench.capacity.metrics import Dist, LevelMetrics, Scorer, summarize
+from bench.capacity.schedule import gamma_arrivals
+from bench.results.write import atomic_write_bytes
+
+log = logging.getLogger("bench")
+
+
+class Replica(Protocol):
+    """A served process the study may crash and restart (the restart fault)."""
+
+    restarts: int
+
+    def restart(self) -> None: ...
+
+
+@dataclass
+class FaultRig:
+    """What a fault level needs: the target through the fault proxy, the proxy's URL and the
+    process behind it."""
+
+    target: Target
+    proxy_url: str
+    replica: Replica
+
+
+class Backend(Protocol):
+    """Where load goes. ``target(replicas)`` opens a target over that many replicas;
+    ``null_target()`` one that does no work (the ceiling); ``fault_rig()`` None when faults
+    cannot be injected (an in-process chain has no process to kill)."""
+
+    name: str
+    kind: str
+    n_queries: int
+
+    def target(self, replicas: int) -> AbstractAsyncContextManager[Target]: ...
+
+    def null_target(self) -> AbstractAsyncContextManager[Target]: ...
+
+    def fault_rig(self) -> AbstractAsyncContextManager[FaultRig] | None: ...
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    slo_ms: dict[str, float]
+    attainment: float = 0.9
+    #: a level lasts ``level_seconds`` of schedule, between min and max requests
+    level_seconds: float = 6.0
+    min_requests: int = 30
+    max_requests: int = 400
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    timeout_s: float = 10.0
+    retries: int = 6
+    quality_threshold: float = 0.5
+    knee_start_rps: float = 2.0
+    knee_repeats: int = 2
+    knee_max_repeats: int = 3
+    knee_ci_width: float = 0.25
+    knee_max_levels: int = 12
+    knee_max_seconds: float = 180.0
+    ceiling_limit_ms: float = 1.0
+    ceiling_seconds: float = 2.0
+    ceiling_max_rps: float = 20000.0
+    ceiling_min_requests: int = 200
+    closed_users: int = 4
+    sweep_shares: tuple[float, ...] = (0.5, 1.0, 1.5)
+    replicas: int = 2
+    scale_knee_max_levels: int = 6
+    faults: tuple[Fault, ...] = ()
+    fault_share: float = 0.5
+    price_per_hour: float | None = None
+    worker_kind: str = "CPU worker"
+    unloaded_queries: int = 50
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class QualityUnderLoad:
+    """One sweep level's delivered quality against the unloaded run, paired per query."""
+
+    offered_rps: float
+    quality_mean: float | None
+    #: the paired means over the queries both runs asked
+    paired_unloaded: float | None
+    paired_loaded: float | None
+    delta_vs_unloaded: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n_queries: int
+    timeouts: int
+    failed: int
+    rate_limited: int
+
+
+@dataclass(frozen=True)
+class ScaleOut:
+    replicas: int
+    knee_1: float | None
+    knee_predicted: float | None
+    knee_measured: float | None
+    knee_error: float | None
+    fixed_rps: float | None
+    p95_predicted_ms: float | None
+    p95_measured_ms: float | None
+    p95_error: float | None
+    knee_n: Knee | None = None
+
+
+@dataclass(frozen=True)
+class Study:
+    backend: str
+    kind: str
+    settings: StudySettings
+    ceiling: Ceiling | None
+    unloaded: LevelMetrics
+    closed: LevelMetrics
+    open_same_load: LevelMetrics | None
+    knee: Knee
+    sweep: tuple[LevelMetrics, ...]
+    quality: tuple[QualityUnderLoad, ...]
+    scale_out: ScaleOut | None
+    faults: tuple[FaultOutcome, ...]
+    refused: tuple[str, ...]
+    cost: dict[str, float | None]
+    sizing: str
+    wall_s: float
+    resumed_levels: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def level_from_json(d: dict[str, Any]) -> LevelMetrics:
+    dists = ("ttft", "tpot", "itl", "e2el", "send_lag")
+    rest: dict[str, Any] = {k: (Dist(**v) if k in dists else v) for k, v in d.items()}
+    rest["quality_by_query"] = {int(k): float(v) for k, v in rest.get("quality_by_query",
+                                                                       {}).items()}
+    return LevelMetrics(**rest)
+
+
+class LevelStore:
+    """``levels/<key>.json``: a level's metrics, written atomically when it ends."""
+
+    def __init__(self, root: Path, study_key: str) -> None:
+        self.root = root
+        self.study_key = study_key
+        self.loaded = 0
+        root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, *parts: object) -> Path:
+        h = hashlib.sha256(json.dumps([self.study_key, *map(str, parts)]).encode()).hexdigest()
+        return self.root / f"{h[:16]}.json"
+
+    def get(self, *parts: object) -> LevelMetrics | None:
+        p = self._path(*parts)
+        if not p.exists():
+            return None
+        self.loaded += 1
+        return level_from_json(json.loads(p.read_text()))
+
+    def put(self, m: LevelMetrics, *parts: object) -> LevelMetrics:
+        atomic_write_bytes(self._path(*parts), json.dumps(asdict(m)).encode())
+        return m
+
+
+def study_key(backend: str, s: StudySettings) -> str:
+    return hashlib.sha256(json.dumps([backend, asdict(s)], sort_keys=True, default=str)
+                          .encode()).hexdigest()[:16]
+
+
+async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
+                    store: LevelStore) -> Study:
+    t_start = time.perf_counter()
+    # httpx logs every request at INFO: thousands of lines that bury the study's own
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    retry = RetryPolicy(retries=s.retries)
+    refused: list[str] = []
+    notes: list[str] = []
+
+    def n_for(rate: float) -> int:
+        return int(min(s.max_requests, max(s.min_requests, round(rate * s.level_seconds))))
+
+    def summary(run: Any, label: str) -> LevelMetrics:
+        return summarize(run, slo_ms=s.slo_ms, label=label, score=score,
+                         threshold=s.quality_threshold)
+
+    # 1. ceiling
+    log.info("capacity: measuring the generator's ceiling against %s's null target",
+             backend.name)
+    async with backend.null_target() as null:
+        ceiling = await measure_ceiling(null, limit_ms=s.ceiling_limit_ms,
+                                        seconds=s.ceiling_seconds, max_rps=s.ceiling_max_rps,
+                                        min_requests=s.ceiling_min_requests)
+    log.info("capacity: %s", ceiling.text)
+
+    async def open_level(t: Target, rate: float, repeat: int, step: str,
+                         replicas: int = 1) -> LevelMetrics | None:
+        why = refuse(rate, ceiling)
+        if why is not None:
+            refused.append(f"{step}: {why}")
+            return None
+        got = store.get(step, f"{rate:.6g}", repeat, replicas)
+        if got is not None:
+            return got
+        sched = gamma_arrivals(rate_rps=rate, n=n_for(rate), n_queries=backend.n_queries,
+                               burstiness=s.burstiness, seed=s.seed + 1000 * repeat + replicas)
+        run = await run_open(sched, t, timeout_s=s.timeout_s, retry=retry,
+                             max_concurrency=s.max_concurrency)
+        m = summary(run, f"{step} {rate:.3g} req/s" + (f" x{replicas}" if replicas > 1 else ""))
+        log.info("capacity: %s: achieved %.2f req/s, goodput %.0f %%, e2el p95 %s ms", m.label,
+                 m.achieved_rps, 100 * m.goodput_fraction, _ms(m.e2el.percentiles["p95"]))
+        return store.put(m, step, f"{rate:.6g}", repeat, replicas)
+
+    async with backend.target(1) as one:
+        # 2. unloaded
+        unloaded = store.get("unloaded")
+        if unloaded is None:
+            n = min(backend.n_queries, s.unloaded_queries)
+            run = await run_closed(one, users=1, n=n, n_queries=backend.n_queries, seed=s.seed,
+                                   timeout_s=s.timeout_s, retry=retry)
+            unloaded = store.put(summary(run, "unloaded (1 closed-loop user)"), "unloaded")
+        # 3. closed loop vs open loop at the same mean load
+        closed = store.get("closed", s.closed_users)
+        if closed is None:
+            run = await run_closed(one, users=s.closed_users, n=n_for(
+                s.closed_users / max(unloaded.e2el.mean or 1.0, 1.0) * 1000),
+                n_queries=backend.n_queries, seed=s.seed, timeout_s=s.timeout_s, retry=retry)
+            closed = store.put(summary(run, f"closed loop, {s.closed_users} users"), "closed",
+                               s.closed_users)
+        open_same = await open_level(one, closed.achieved_rps, 0, "open at the closed load")
+
+        # 4. knee
+        async def measure(rate: float, repeat: int) -> LevelMetrics:
+            m = await open_level(one, rate, repeat, "knee")
+            assert m is not None  # the search never goes past max_rps = the ceiling
+            return m
+
+        if ceiling.rate_rps > 0:
+            knee = await _find_knee_async(measure, s, max_rps=ceiling.rate_rps)
+        else:
+            refused.append(f"knee: every rate is beyond the generator's ceiling ({ceiling.text})")
+            knee = Knee(None, None, None, s.attainment, (), "ceiling", 0, 0.0)
+        log.info("capacity: %s", knee.text)
+
+        # 5. sweep around the knee
+        sweep: list[LevelMetrics] = []
+        base = knee.rate_rps or (knee.probes[0].rate_rps if knee.probes else s.knee_start_rps)
+        for share in s.sweep_shares:
+            m = await open_level(one, base * share, 0, "sweep")
+            if m is not None:
+                sweep.append(m)
+        quality = tuple(_paired(unloaded, m, seed=s.seed) for m in sweep)
+
+    # 6. scale-out, checked
+    scale = None
+    if s.replicas > 1 and knee.rate_rps is not None:
+        async with backend.target(1) as one:
+            half = await open_level(one, knee.rate_rps / s.replicas, 0, "scale fixed-rate",
+                                    replicas=1)
+        async with backend.target(s.replicas) as many:
+            full = await open_level(many, knee.rate_rps, 0, "scale fixed-rate",
+                                    replicas=s.replicas)
+
+            async def measure_n(rate: float, repeat: int) -> LevelMetrics:
+                m = await open_level(many, rate, repeat, "knee", replicas=s.replicas)
+                assert m is not None
+                return m
+
+            knee_n = await _find_knee_async(
+                measure_n, s, max_rps=ceiling.rate_rps,
+                start_rps=knee.rate_rps * s.replicas / 2, max_levels=s.scale_knee_max_levels)
+        pred = knee.rate_rps * s.replicas
+        p95p = None if half is None else half.e2el.percentiles["p95"]
+        p95m = None if full is None else full.e2el.percentiles["p95"]
+        scale = ScaleOut(s.replicas, knee.rate_rps, pred, knee_n.rate_rps,
+                         None if knee_n.rate_rps is None else (knee_n.rate_rps - pred) / pred,
+                         knee.rate_rps, p95p, p95m,
+                         None if p95p is None or p95m is None else (p95m - p95p) / p95p, knee_n)
+
+    # 7. faults
+    faults: list[FaultOutcome] = []
+    if s.faults:
+        rig_cm = backend.fault_rig()
+        if rig_cm is None:
+            notes.append(f"faults not injected: {backend.kind} target has no process or proxy "
+                         "to fault (serve the config: capacity.target=serve)")
+        else:
+            rate = (knee.rate_rps or s.knee_start_rps) * s.fault_share
+            async with rig_cm as rig:
+                for i, fault in enumerate(s.faults):
+                    sched = gamma_arrivals(rate_rps=rate, n=n_for(rate),
+                                           n_queries=backend.n_queries, seed=s.seed + 7 + i)
+                    _, _, out = await run_with_fault(
+                        sched, rig.target, fault, proxy_url=rig.proxy_url, served=rig.replica,
+                        slo_ms=s.slo_ms, timeout_s=s.timeout_s, retry=retry)
+                    log.info("capacity: fault %s: %s, %d retries, lost %d", fault.kind,
+                             out.statuses, out.retries, out.lost)
+                    faults.append(out)
+
+    cost = _cost(knee, sweep, s)
+    return Study(backend.name, backend.kind, s, ceiling, unloaded, closed, open_same, knee,
+                 tuple(sweep), quality, scale, tuple(faults), tuple(refused), cost,
+                 _sizing(knee, s, scale), time.perf_counter() - t_start, store.loaded,
+                 tuple(notes))
+
+
+async def _find_knee_async(measure: Callable[[float, int], Any], s: StudySettings, *,
+                           max_rps: float, start_rps: float | None = None,
+                           max_levels: int | None = None) -> Knee:
+    """find_knee drives a synchronous measure; the levels are coroutines on this loop, so
+    the search runs in a worker thread that submits each level back to the loop."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+
+    def sync_measure(rate: float, repeat: int) -> LevelMetrics:
+        return asyncio.run_coroutine_threadsafe(measure(rate, repeat), loop).result()
+
+    # below this rate one level of min_requests would take more than a quarter of the
+    # search's time budget: searching lower cannot finish
+    floor = 4 * s.min_requests / s.knee_max_seconds
+    start = min(start_rps or s.knee_start_rps, max_rps)
+    return await asyncio.to_thread(
+        find_knee, sync_measure, start_rps=start, min_rps=min(floor, start),
+        attainment=s.attainment, repeats=s.knee_repeats, max_repeats=s.knee_max_repeats,
+        ci_width=s.knee_ci_width, max_levels=max_levels or s.knee_max_levels,
+        max_seconds=s.knee_max_seconds, max_rps=max_rps)
+
+
+def _paired(unloaded: LevelMetrics, m: LevelMetrics, *, seed: int) -> QualityUnderLoad:
+    from bench.metrics.stats import paired_compare
+
+    qs = sorted(set(unloaded.quality_by_query) & set(m.quality_by_query))
+    delta = lo = hi = ma = mb = None
+    if len(qs) >= 2:
+        c = paired_compare(np.asarray([unloaded.quality_by_query[q] for q in qs]),
+                           np.asarray([m.quality_by_query[q] for q in qs]), seed=seed)
+        delta, lo, hi, ma, mb = c.delta, c.ci_low, c.ci_high, c.mean_a, c.mean_b
+    st = m.statuses
+    return QualityUnderLoad(m.offered_rps, m.quality_mean, ma, mb, delta, lo, hi, len(qs),
+                            st.get("timeout", 0), st.get("failed", 0), st.get("rate_limited", 0))
+
+
+def _cost(knee: Knee, sweep: list[LevelMetrics], s: StudySettings) -> dict[str, float | None]:
+    """Cost at the knee on one replica: price / (knee * 3600) per query; per correct answer,
+    divided by the share of correct answers at the sweep level nearest the knee."""
+    if s.price_per_hour is None or not knee.rate_rps:
+        return {"price_per_hour": s.price_per_hour, "per_1m_queries": None,
+                "per_1m_correct": None}
+    per_q = s.price_per_hour / (knee.rate_rps * 3600.0)
+    k = knee.rate_rps
+    near = min(sweep, key=lambda m: abs(m.offered_rps - k), default=None)
+    share = None if near is None or near.correct is None or not near.n_requests else (
+        near.correct / near.n_requests)
+    return {"price_per_hour": s.price_per_hour, "per_1m_queries": per_q * 1e6,
+            "per_1m_correct": None if not share else per_q * 1e6 / share}
+
+
+def _sizing(knee: Knee, s: StudySettings, scale: ScaleOut | None) -> str:
+    if knee.rate_rps is None:
+        return "no sizing: the SLO was not met at the lowest rate probed"
+    slo = ", ".join(f"{k} <= {v:g} ms" for k, v in s.slo_ms.items())
+    txt = (f"one {s.worker_kind} sustains {knee.rate_rps:.2f} req/s (CI "
+           f"{knee.ci_low_rps:.2f} - "
+           f"{'beyond' if knee.ci_high_rps is None else f'{knee.ci_high_rps:.2f}'}) with >= "
+           f"{s.attainment:.0%} of requests within {slo}")
+    if scale is not None and scale.knee_error is not None:
+        capped = scale.knee_n is not None and scale.knee_n.stopped_by == "ceiling"
+        txt += (f"; {scale.replicas} replicas measured {'at least ' if capped else ''}"
+                f"{scale.knee_measured:.2f} req/s against {scale.knee_predicted:.2f} predicted "
+                f"by linear scale-out ({scale.knee_error:+.0%}"
+                + (", a bound: the search reached the generator's ceiling)" if capped else ")"))
+    return txt + ". N replicas for T req/s: N = ceil(T / knee)" + (
+        ", corrected by the measured scale-out error" if scale is not None else "")
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"

@@ -1,0 +1,225 @@
+"""``capacity.load=open``: the capacity study of one config (``bench.capacity.study``),
+against its chain in a worker pool or against ``bench.serve`` processes of it.
+
+A request of query q: in process, the config's query-time chain for q (its answer: the
+ranked doc ids); served, ``POST /v1/retrieve {"query_id"}`` (a retrieval config) or
+``POST /v1/answer {"query_id", "stream": true}`` (a generated config, read as SSE). The
+served processes are started with the run's own overrides plus ``serve.config=<config_id>``
+(so they load the same cached index), on free ports, waited for with a bounded timeout and
+always stopped. Levels are kept under ``<cache_dir>/capacity-levels/<study key>/``: a rerun
+of the same plan resumes (``capacity.resume=false`` measures everything afresh).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from bench.capacity.backends import HttpBackend, PoolBackend
+from bench.capacity.base import CapacityAnswer, CapacityRun, Slo, StudySummary
+from bench.capacity.faults import FAULTS, Fault
+from bench.capacity.metrics import check_slo
+from bench.capacity.quality import answer_scorer
+from bench.capacity.report import lines, write_study
+from bench.capacity.study import LevelStore, Study, StudySettings, run_study, study_key
+from bench.config.schema import CapacityConfig
+from bench.errors import ConfigError
+from bench.pipeline.outcome import Executed
+from bench.pipeline.request import QueryChain
+from bench.retrieval.base import Pool
+
+log = logging.getLogger("bench")
+
+TARGETS = ("in_process", "serve")
+
+
+def slo_of(cap: CapacityConfig) -> dict[str, float]:
+    slo = {k: v for k, v in (("ttft", cap.slo_ttft_ms), ("tpot", cap.slo_tpot_ms),
+                             ("e2el", cap.slo_e2el_ms)) if v is not None}
+    if not slo:
+        raise ConfigError("capacity.slo_e2el_ms", "goodput needs at least one SLO: set "
+                                                  "slo_ttft_ms, slo_tpot_ms or slo_e2el_ms")
+    for k, v in slo.items():
+        if not float(v) > 0:
+            raise ConfigError(f"capacity.slo_{k}_ms", f"must be > 0 ms, got {v}")
+    return check_slo(slo)
+
+
+def check_capacity(node: Any) -> None:
+    """The study's settings from the config node, checked before any work (a bad value is
+    one line naming its key, exit 2)."""
+    from omegaconf import OmegaConf
+
+    obj = OmegaConf.to_object(node)
+    cap = obj if isinstance(obj, CapacityConfig) else CapacityConfig(**obj)  # type: ignore[arg-type]
+    if cap.load not in ("closed", "open"):
+        raise ConfigError("capacity.load", f"{cap.load!r}: closed or open")
+    if cap.load == "open":
+        study_settings(cap)
+        answer_scorer((), cap.quality_metric)  # the metric's name; its queries come later
+
+
+def study_settings(cap: CapacityConfig) -> StudySettings:
+    """The study's settings; a bad value is a ConfigError naming its key."""
+    if cap.target not in TARGETS:
+        raise ConfigError("capacity.target", f"{cap.target!r}: {' or '.join(TARGETS)}")
+    bad = [f for f in cap.faults if f not in FAULTS]
+    if bad:
+        raise ConfigError("capacity.faults", f"unknown {bad}; use {', '.join(FAULTS)}")
+    checks = {"capacity.level_seconds": cap.level_seconds > 0,
+              "capacity.level_min_requests": cap.level_min_requests >= 1,
+              "capacity.level_max_requests": cap.level_max_requests >= cap.level_min_requests,
+              "capacity.burstiness": cap.burstiness > 0,
+              "capacity.timeout_s": cap.timeout_s > 0, "capacity.retries": cap.retries >= 0,
+              "capacity.attainment": 0 < cap.attainment <= 1,
+              "capacity.knee_start_rps": cap.knee_start_rps > 0,
+              "capacity.knee_repeats": 1 <= cap.knee_repeats <= cap.knee_max_repeats,
+              "capacity.knee_ci_width": cap.knee_ci_width > 0,
+              "capacity.knee_max_levels": cap.knee_max_levels >= 1,
+              "capacity.ceiling_limit_ms": cap.ceiling_limit_ms > 0,
+              "capacity.closed_users": cap.closed_users >= 1,
+              "capacity.sweep_shares": all(x > 0 for x in cap.sweep_shares),
+              "capacity.fault_share": cap.fault_share > 0,
+              "capacity.workers": cap.workers >= 1,
+              "capacity.max_concurrency": cap.max_concurrency is None or cap.max_concurrency >= 1}
+    for key, ok in checks.items():
+        if not ok:
+            raise ConfigError(key, f"out of range: {getattr(cap, key.split('.', 1)[1])!r}")
+    return StudySettings(
+        slo_ms=slo_of(cap), attainment=float(cap.attainment),
+        level_seconds=float(cap.level_seconds), min_requests=int(cap.level_min_requests),
+        max_requests=int(cap.level_max_requests), burstiness=float(cap.burstiness),
+        max_concurrency=cap.max_concurrency, timeout_s=float(cap.timeout_s),
+        retries=int(cap.retries), quality_threshold=float(cap.quality_threshold),
+        knee_start_rps=float(cap.knee_start_rps), knee_repeats=int(cap.knee_repeats),
+        knee_max_repeats=int(cap.knee_max_repeats), knee_ci_width=float(cap.knee_ci_width),
+        knee_max_levels=int(cap.knee_max_levels), knee_max_seconds=float(cap.knee_max_seconds),
+        ceiling_limit_ms=float(cap.ceiling_limit_ms), closed_users=int(cap.closed_users),
+        sweep_shares=tuple(float(x) for x in cap.sweep_shares), replicas=int(cap.replicas),
+        scale_knee_max_levels=int(cap.scale_knee_max_levels),
+        faults=tuple(Fault(f) for f in cap.faults), fault_share=float(cap.fault_share),  # type: ignore[arg-type]
+        price_per_hour=None if cap.price_per_hour is None else float(cap.price_per_hour),
+        worker_kind=str(cap.worker_kind))
+
+
+class ServeReplica:
+    """One ``bench.serve`` process of the config (``bench.serve.launch.ServedProcess``) with
+    the restart the fault needs: SIGKILL, then the same command on the same port."""
+
+    def __init__(self, overrides: list[str], log_path: Path) -> None:
+        from bench.serve.launch import ServedProcess
+
+        self.proc = ServedProcess(overrides, log_path=log_path)
+        self.restarts = 0
+
+    @property
+    def url(self) -> str:
+        return self.proc.base_url
+
+    def start(self) -> ServeReplica:
+        self.proc.start()
+        try:
+            self.proc.wait_ready()
+        except BaseException:
+            self.proc.stop()
+            raise
+        return self
+
+    def restart(self) -> None:
+        self.proc.kill()
+        self.restarts += 1
+        self.start()
+
+    def stop(self) -> None:
+        self.proc.stop()
+
+
+def served_overrides(config_id: str) -> list[str]:
+    """The run's own command-line overrides (so a served process composes the same plan and
+    loads its cached artifacts), serving ``config_id``."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        raise ConfigError("capacity.target", "serve starts bench.serve with the run's "
+                                             "overrides: run it through python -m bench")
+    task = [o for o in HydraConfig.get().overrides.task
+            if not o.lstrip("+~").startswith(("hydra.", "serve.config=", "config="))]
+    return [*task, f"serve.config={config_id}"]
+
+
+def run_open_capacity(done: Executed, run_dir: Path) -> CapacityRun:
+    from bench.pipeline.capacity import choose_config
+
+    cap = done.settings.capacity
+    s = study_settings(cap)
+    i = choose_config(done, str(cap.config))
+    spec = done.configs[i].spec
+    queries = done.dataset.queries
+    score = answer_scorer(queries, cap.quality_metric)
+    out_dir = run_dir / "capacity"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    generated = spec.answers is not None
+    backend: PoolBackend | HttpBackend
+    if cap.target == "in_process":
+        chain = QueryChain(spec.chain, done.executor, done.dataset, done.device)
+        chain(0)  # warm-up: first-call costs are not load
+        doc_ids = done.dataset.doc_ids
+
+        def answer(q: int) -> str | None:
+            _, value = chain(q)
+            if isinstance(value, Pool):  # the ranked documents of this one query
+                return " ".join(doc_ids[d] for d in value.hits.doc_idx)
+            return None
+
+        backend = PoolBackend(answer, n_queries=len(queries), workers=int(cap.workers),
+                              name=f"{spec.label} (in-process chain)")
+        request = "one query's whole chain in process: " + " > ".join(n.stage for n in
+                                                                       spec.chain)
+    else:
+        overrides = served_overrides(spec.config_id)
+        path = "/v1/answer" if generated else "/v1/retrieve"
+
+        def body(q: int) -> dict[str, Any]:
+            return {"query_id": queries[q].query_id, **({"stream": True} if generated else {})}
+
+        backend = HttpBackend(
+            lambda k: ServeReplica(overrides, out_dir / f"serve-{k}.log").start(), path=path,
+            body=body, n_queries=len(queries), name=f"bench.serve {spec.label} {path}",
+            work_dir=out_dir, timeout_s=s.timeout_s)
+        request = f"POST {path} to bench.serve of the config"
+    key = study_key(f"{spec.config_id}|{done.dataset.fingerprint}|{backend.name}|"
+                    f"{cap.quality_metric}", s)
+    levels_dir = Path(str(done.settings.resolved["cache_dir"])).expanduser() / \
+        "capacity-levels" / key
+    if not cap.resume and levels_dir.exists():
+        shutil.rmtree(levels_dir)
+    log.info("capacity: open-loop study of %s %s against %s", spec.config_id, spec.label,
+             backend.name)
+    try:
+        st = asyncio.run(run_study(backend, s, score=score, store=LevelStore(levels_dir, key)))
+    finally:
+        if isinstance(backend, HttpBackend):
+            backend.close()
+    files = write_study(st, out_dir)
+    log.info("capacity: %s", st.sizing)
+    answer_text = st.sizing
+    slo = Slo(budget_ms=min(s.slo_ms.values()), attainment=s.attainment)
+    return CapacityRun(spec.config_id, spec.label, request, slo,
+                       CapacityAnswer(None, float(cap.target_rps), float(cap.p95_budget_ms), None,
+                                      None, s.worker_kind, "measured (see scale-out)",
+                                      answer_text),
+                       (), tuple(str(f.relative_to(run_dir)) for f in files), "open",
+                       summary(st), tuple(lines(st)))
+
+
+def summary(st: Study) -> StudySummary:
+    sc = st.scale_out
+    return StudySummary(
+        st.ceiling.rate_rps if st.ceiling else None, st.knee.rate_rps, st.knee.ci_low_rps,
+        st.knee.ci_high_rps, st.closed.achieved_rps, st.closed.e2el.percentiles["p99"],
+        None if st.open_same_load is None else st.open_same_load.e2el.percentiles["p99"],
+        None if sc is None else sc.knee_error, None if sc is None else sc.p95_error,
+        tuple(f.fault for f in st.faults), all(f.survived for f in st.faults), st.wall_s)

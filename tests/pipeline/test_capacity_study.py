@@ -1,0 +1,66 @@
+"""``+experiment=capacity`` end to end on the synthetic corpus: the open-loop study against
+the dense chain in process and against real bench.serve processes of it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.errors import ConfigError
+from tests.pipeline.test_budget_pipeline import _run
+
+SMALL = ["reranker=none", "budget=none", "+experiment=capacity", "capacity.level_seconds=1",
+         "capacity.level_min_requests=10", "capacity.level_max_requests=40",
+         "capacity.knee_start_rps=20", "capacity.knee_repeats=1", "capacity.knee_max_repeats=1",
+         "capacity.knee_max_levels=3", "capacity.ceiling_limit_ms=1e4",
+         "capacity.slo_e2el_ms=2000", "capacity.closed_users=2",
+         "capacity.sweep_shares=[0.5]", "capacity.scale_knee_max_levels=1",
+         "capacity.resume=false"]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.mark.slow
+def test_open_study_in_process(cache: Path, tmp_path: Path) -> None:
+    _run(cache, tmp_path, *SMALL, "capacity.target=in_process", "capacity.replicas=1")
+    st = json.loads((tmp_path / "capacity" / "study.json").read_text())
+    assert st["kind"] == "in-process" and st["knee"]["probes"]
+    # the dense chain finds the gold documents: quality-goodput is measured
+    assert st["unloaded"]["quality_mean"] > 0.5
+    # the experiment asks for a restart fault: an in-process chain has no process to kill
+    assert st["faults"] == [] and "faults not injected" in st["notes"][0]
+    entry = json.loads((tmp_path / "run.json").read_text())["capacity"]
+    assert entry["load"] == "open" and entry["study"]["ceiling_rps"] > 0
+    report = (tmp_path / "report.md").read_text()
+    assert "## Capacity" in report and "Open loop" in report and "### Knee" in report
+    assert list((tmp_path / "capacity" / "vllm").glob("*.json"))
+
+
+@pytest.mark.slow
+def test_open_study_against_served_replicas(cache: Path, tmp_path: Path) -> None:
+    # a served request can take seconds on a loaded 2-core box: slow rates, a lenient
+    # target, so the knee is found whatever the load and every step runs
+    _run(cache, tmp_path, *SMALL, "capacity.target=serve", "capacity.faults=[restart]",
+         "capacity.knee_start_rps=0.5", "capacity.knee_max_levels=2", "capacity.attainment=0.5",
+         "capacity.slo_e2el_ms=1e6", "capacity.timeout_s=60")
+    st = json.loads((tmp_path / "capacity" / "study.json").read_text())
+    assert st["kind"] == "http" and "/v1/retrieve" in st["backend"]
+    assert st["unloaded"]["quality_mean"] > 0.5  # hits read back from the served JSON
+    assert st["knee"]["rate_rps"] is not None
+    assert st["scale_out"]["replicas"] == 2 and st["scale_out"]["p95_measured_ms"] is not None
+    (fault,) = st["faults"]
+    assert fault["fault"] == "restart" and fault["restarts"] == 1
+    assert fault["lost"] == 0 and fault["double"] == 0
+    assert sum(fault["statuses"].values()) == fault["n_requests"]
+
+
+def test_bad_study_settings_name_the_key(cache: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"capacity\.faults"):
+        _run(cache, tmp_path, *SMALL, "capacity.faults=[meteor]")
+    with pytest.raises(ConfigError, match=r"capacity\.slo_ttft_ms"):
+        _run(cache, tmp_path, *SMALL, "capacity.slo_ttft_ms=-5")
