@@ -77,7 +77,8 @@ def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
     by_id = {c.spec.config_id: (c, s) for c, s in zip(done.configs, done.scores, strict=True)}
     pairs: list[tuple[ConfigRun, ConfigRun]] = []
     for c in done.configs:
-        if isinstance(c.pool, LoopPool) and c.spec.parent_id in by_id:
+        if (isinstance(c.pool, LoopPool) and c.spec.kind is not ConfigKind.GENERATED
+                and c.spec.parent_id in by_id):
             parent = by_id[c.spec.parent_id][0]
             if parent.pool is not None:
                 pairs.append((parent, c))

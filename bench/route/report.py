@@ -80,7 +80,7 @@ def _answers_of(done: Executed, leaf_key: str) -> ConfigScores | None:
 def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
           latency: LatencyRun) -> StageReport | None:
     routed = [(c, s) for c, s in zip(done.configs, done.scores, strict=True)
-              if isinstance(c.pool, RoutedPool)]
+              if isinstance(c.pool, RoutedPool) and c.spec.kind is not ConfigKind.GENERATED]
     if not routed:
         return None
     ds = done.dataset

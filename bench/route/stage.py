@@ -30,6 +30,7 @@ from bench.data.base import Dataset, Query
 from bench.embedding.base import Embedder
 from bench.embedding.stage import Embeddings
 from bench.errors import ConfigError
+from bench.iterative.stage import IterateOp
 from bench.pipeline.lanes import ConfigKind, ConfigSpec, PlanState, lane
 from bench.pipeline.node import Node, OneQuery, OpTraits, Phase, QueryTimer
 from bench.retrieval.base import Hits, Pool
@@ -208,10 +209,24 @@ class NoRetrievalOp(OpTraits):
 
 
 def one_shot_config(s: PlanState) -> ConfigSpec | None:
-    """The run's first dense config searching the raw query (not the exact reference)."""
-    return next((c for c in s.configs if c.kind is ConfigKind.DENSE and not c.reference
-                 and isinstance(c.leaf.op, RetrieveOp)
-                 and c.leaf.input("queries").key == s.node("embed_queries").key), None)
+    """The run's first dense config searching the raw query once (not the exact reference;
+    a filter after the search is part of it)."""
+    raw = s.node("embed_queries").key
+    for c in s.configs:
+        if c.kind is not ConfigKind.DENSE or c.reference:
+            continue
+        searches = [n for n in c.chain if isinstance(n.op, RetrieveOp)]
+        if (len(searches) == 1 and searches[0].input("queries").key == raw
+                and not any(isinstance(n.op, IterateOp) for n in c.chain)):
+            return c
+    return None
+
+
+def iterative_config(s: PlanState, one: ConfigSpec) -> ConfigSpec | None:
+    """The first dense config whose loop starts from ``one``'s search."""
+    first = {n.key for n in one.chain if isinstance(n.op, RetrieveOp)}
+    return next((c for c in s.configs if c.kind is ConfigKind.DENSE and any(
+        isinstance(n.op, IterateOp) and n.input("pool").key in first for n in c.chain)), None)
 
 
 def resolve_targets(router: Router, s: PlanState) -> dict[str, ConfigSpec | None]:
@@ -230,9 +245,7 @@ def resolve_targets(router: Router, s: PlanState) -> dict[str, ConfigSpec | None
                 raise ConfigError(key, "one_shot: the plan has no dense config of the raw query")
             out[route] = one
         elif target == ITERATIVE:
-            twin = None if one is None else next(
-                (c for c in s.configs if c.parent_id == one.config_id
-                 and "iterative" in c.params), None)
+            twin = None if one is None else iterative_config(s, one)
             if twin is None:
                 raise ConfigError(key, "iterative: the plan has no iterative config; enable "
                                        "one (iterative=decompose)")
