@@ -8,9 +8,9 @@ that does not (batch size), so that tuning throughput does not invalidate the ca
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -29,6 +29,9 @@ class EmbeddingStats:
     #: max length minus special tokens); None in a cache entry written before they were kept
     n_truncated_tokens: int | None = None
     max_tokens: int | None = None
+    #: the other artifact the same forward pass produced (``bench.embedding.shared``): then
+    #: ``wall_s`` is that pass's, which did both; None for a pass of its own
+    shared_with: str | None = None
 
     def truncation(self) -> str:
         """One computed sentence: what the embedder's maximum length cut off (run.json)."""
@@ -88,3 +91,38 @@ class SizedEmbedder(Embedder, Protocol):
 
     @property
     def model_bytes(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class EncoderIdentity:
+    """What fixes a transformer encoder's token states: two components with equal identities
+    run the same weights on the same (untruncated or equally truncated, unprefixed) input, so
+    one forward pass can serve both (``TokenStateEmbedder``)."""
+
+    model: str
+    max_seq_length: int | None
+    precision: str  # resolved: fp32 | fp16 | bf16
+    device: str
+
+
+#: per text of a batch: (its token states [padded length, dim] as the framework's tensor, its
+#: input ids and attention mask [padded length]) -> what the caller keeps of them
+TokenRows = Callable[[Any, np.ndarray, np.ndarray], np.ndarray]
+
+
+@runtime_checkable
+class TokenStateEmbedder(Embedder, Protocol):
+    """Optional capability: the pooled vectors AND each text's token states from one forward
+    pass, for a late-interaction reranker over the same encoder (``bench.embedding.shared``).
+    The pooled vectors are bit-identical to ``encode``'s (same batches, same model call)."""
+
+    def token_encoder(self, kind: str) -> EncoderIdentity | None:
+        """The encoder ``kind`` texts go through; None when they are not the bare texts (a
+        prefix), so no other component's encoding of the same texts can be shared."""
+        ...
+
+    def encode_with_tokens(self, texts: Sequence[str], *, kind: str, out: np.ndarray,
+                           token_rows: TokenRows) -> tuple[EmbeddingStats, list[np.ndarray]]:
+        """``encode(texts, kind=kind, out=out)``, bit for bit, and per text (input order) what
+        ``token_rows`` keeps of its token states in the same pass."""
+        ...

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from bench.config.build import OptionError
-from bench.embedding.base import EmbeddingStats
+from bench.embedding.base import EmbeddingStats, EncoderIdentity, TokenRows
 from bench.embedding.batching import encode_by_length, with_prefix
 from bench.errors import ConfigError, MissingDependencyError
 from bench.precision import PrecisionChoice, autocast, log_choice, resolve_precision
@@ -275,3 +275,43 @@ class SentenceTransformerEmbedder:
         with self._compute():  # once around all batches: thread changes are not free
             return encode_by_length(inputs, counts, batch_size=self.batch_size, limit=limit,
                                     encode_batch=encode_batch, out=out, kind=kind)
+
+    # --- TokenStateEmbedder: pooled vectors and token states from one forward pass
+    def token_encoder(self, kind: str) -> EncoderIdentity | None:
+        prefix = self.query_prefix if kind == "query" else self.document_prefix
+        if prefix:
+            return None
+        return EncoderIdentity(self.model_name, self.max_seq_length, self.precision, self.device)
+
+    def encode_with_tokens(self, texts: Sequence[str], *, kind: str, out: np.ndarray,
+                           token_rows: TokenRows) -> tuple[EmbeddingStats, list[np.ndarray]]:
+        """``encode``'s batches (same length sort, same batch size, same texts in the same
+        order per model call), each run once through sentence-transformers with every output
+        kept (``output_value=None``): the pooled vector is normalised exactly as ``encode``
+        normalises it, so ``out`` is bit-identical to ``encode``'s; the token states of the
+        same call go through ``token_rows``."""
+        import torch
+
+        inputs = with_prefix(texts, kind=kind, query_prefix=self.query_prefix,
+                             document_prefix=self.document_prefix)
+        counts = self.tokenizer.count(inputs)
+        rows: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(inputs)
+
+        def encode_batch(batch: list[int]) -> np.ndarray:
+            items = self._model.encode([inputs[i] for i in batch], batch_size=len(batch),
+                                       output_value=None, show_progress_bar=False)
+            pooled = torch.stack([item["sentence_embedding"] for item in items])
+            if self.normalize:  # as encode(normalize_embeddings=True): on the batch tensor
+                pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+            for i, item in zip(batch, items, strict=True):
+                rows[i] = token_rows(item["token_embeddings"],
+                                     item["input_ids"].cpu().numpy(),
+                                     item["attention_mask"].cpu().numpy())
+            return np.asarray(pooled.float().cpu().numpy(), dtype=np.float32)
+
+        limit = self.effective_max_seq_length - 2
+        with self._compute():
+            stats = encode_by_length(list(range(len(inputs))), counts,
+                                     batch_size=self.batch_size, limit=limit,
+                                     encode_batch=encode_batch, out=out, kind=kind)
+        return stats, rows

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -12,10 +12,12 @@ import numpy as np
 
 from bench.chunking.base import ChunkTable
 from bench.data.base import Dataset
-from bench.embedding.base import Embedder, EmbeddingStats, QueryEncoder
+from bench.embedding.base import Embedder, EmbeddingStats, QueryEncoder, TokenStateEmbedder
+from bench.embedding.shared import SharedIndexOp, SharedPass, SharedPassOp, shares_pass
 from bench.http.client import REQUESTS_FILE, RecordsRequests, save_records
 from bench.pipeline.lanes import PlanState
-from bench.pipeline.node import Node, OneQuery, OpTraits, Phase, QueryTimer
+from bench.pipeline.node import UNKEYED, Node, OneQuery, OpTraits, Phase, QueryTimer
+from bench.rerank.base import TokenIndexReranker
 from bench.telemetry.base import TimingLog
 
 #: the latency stage of encoding one query (a serving system does it per request)
@@ -30,9 +32,12 @@ class Embeddings:
 
 @dataclass(frozen=True)
 class EmbedInputs:
-    """The texts to encode: a ChunkTable (documents) or a Dataset (its queries)."""
+    """The texts to encode: a ChunkTable (documents) or a Dataset (its queries); for the
+    documents, the pass shared with a token index when the plan has one (its pooled vectors
+    are this op's, bit for bit: not part of the key)."""
 
     source: ChunkTable | Dataset
+    shared: SharedPass | None = field(default=None, metadata=UNKEYED)
 
 
 @dataclass(frozen=True)
@@ -70,8 +75,12 @@ class EmbedOp(OpTraits):
         texts = self.texts(inputs.source)
         out = np.lib.format.open_memmap(directory / "vectors.npy", mode="w+", dtype=np.float32,
                                         shape=(len(texts), self.embedder.dim))
-        with timing.measure("total", len(texts), sync_cuda=self.device == "cuda"):
-            stats = self.embedder.encode(texts, kind=self.kind, out=out)
+        if inputs.shared is not None:  # encoded by the shared pass (its timing is there)
+            out[:] = inputs.shared.vectors
+            stats = inputs.shared.stats
+        else:
+            with timing.measure("total", len(texts), sync_cuda=self.device == "cuda"):
+                stats = self.embedder.encode(texts, kind=self.kind, out=out)
         if isinstance(self.embedder, RecordsRequests):  # a remote embedder's requests
             save_records(self.embedder.take_records(), directory / REQUESTS_FILE)
         out.flush()
@@ -156,13 +165,26 @@ class QueryLatencyOp(OpTraits):
 
 def expand(s: PlanState) -> PlanState:
     """Document vectors (index time), query vectors (per query) and the per-query encoder's
-    latency measurement, for the run's one embedder."""
+    latency measurement, for the run's one embedder. When the run's reranker keeps a token
+    index of the same encoder, one pass fills both (``bench.embedding.shared``): decided
+    here, before the index and retrieval stages read ``embed_docs``."""
     emb, device = s.comps.embedder, s.device
     name = type(emb).__name__
     data = s.node("data")
+    shared = token_index = None
+    reranker = s.comps.reranker
+    if shares_pass(emb, reranker):
+        assert isinstance(emb, TokenStateEmbedder) and isinstance(reranker, TokenIndexReranker)
+        shared = Node.of(SharedPassOp(emb, reranker, device),
+                         f"{name} documents and {type(reranker).__name__} token index, one pass",
+                         chunks=s.node("chunk"))
+        token_index = Node.of(SharedIndexOp(reranker),
+                              f"{reranker.name} passage index (shared pass)",
+                              chunks=s.node("chunk"), shared=shared)
     return s.with_nodes(
+        passage_index=token_index,
         embed_docs=Node.of(EmbedOp(emb, "document", device), f"{name} documents",
-                           source=s.node("chunk")),
+                           source=s.node("chunk"), shared=shared),
         embed_queries=Node.of(EmbedOp(emb, "query", device), f"{name} queries", source=data),
         query_latency=Node.of(QueryLatencyOp(emb, device), f"{name} single-query latency",
                               data=data))

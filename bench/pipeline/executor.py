@@ -98,7 +98,7 @@ class Executor:
 
         (value, timings), key, hit = self.store.resolve(
             node.stage, version=op.version, params=dict(op.params()),
-            upstream=[i.key for i in node.inputs], compute=write, load=load)
+            upstream=[i.key for i in node.keyed_inputs], compute=write, load=load)
         assert key == node.key, "a plan node's key must equal its artifact key"
         if not hit:  # loaded right after computing: this run's own measurements
             timings = [replace(t, from_cache=False) for t in timings]

@@ -19,7 +19,13 @@ pipeline needs to know about it — nothing about a stage is listed centrally:
   ceiling may name them, and a ceiling broken on one prunes the first node emitting it;
 - ``work_stages``: the probe stages whose per-query time this node spends on every query it
   processes (``work_queries`` of them), to estimate the work a pruned node saved;
-- ``Inputs``: a frozen dataclass whose fields are its typed inputs, by name.
+- ``Inputs``: a frozen dataclass whose fields are its typed inputs, by name. Two kinds of
+  optional field (``field(default=None, metadata=...)``) say how an input computes the value
+  rather than what it is: ``UNKEYED`` — the op's output does not change by one bit with it
+  (a forward pass shared with another artifact): neither its key nor its ident enters the
+  node's, so the artifact keeps the key it has without it; ``UNNAMED`` — the output may
+  differ in rounding: its key enters the node's key (never a cached value computed the other
+  way) but not the ident, so the config keeps its id. Both are resolved like any input.
 
 How it computes:
 
@@ -110,6 +116,21 @@ class QueryTimer:
 @dataclass(frozen=True)
 class NoInputs:
     """The inputs of a root op."""
+
+
+_KEYED, _NAMED = "bench.keyed", "bench.named"
+#: ``dataclasses.field`` metadata of an optional ``Inputs`` field left out of the node's key
+#: and ident: an input the op's output does not depend on, bit for bit (see the module
+#: docstring; a test must show the identity)
+UNKEYED: Mapping[str, bool] = {_KEYED: False, _NAMED: False}
+#: ... of one in the key but not in the ident: how the value was computed (its bits may
+#: differ), not which config it belongs to
+UNNAMED: Mapping[str, bool] = {_KEYED: True, _NAMED: False}
+
+
+def _flag(inputs: type, name: str, flag: str) -> bool:
+    return bool(next(f for f in dataclasses.fields(inputs)
+                     if f.name == name).metadata.get(flag, True))
 
 
 class OpTraits:
@@ -234,13 +255,21 @@ class Node:
         if self.root_key is not None:
             key = ident = self.root_key
         else:
-            upstream = [n.key for n in self.inputs]
-            key = make_key(self.op.stage, self.op.version, params, upstream)
+            key = make_key(self.op.stage, self.op.version, params,
+                           [n.key for n in self.keyed_inputs])
+            named = [i for n, i in zip(self.input_names, self.inputs, strict=True)
+                     if _flag(self.op.Inputs, n, _NAMED)]
             ident = hashlib.sha256(canonical_json(
                 {"stage": self.op.stage, "params": params,
-                 "inputs": [n.ident for n in self.inputs]}).encode()).hexdigest()
+                 "inputs": [n.ident for n in named]}).encode()).hexdigest()
         object.__setattr__(self, "key", key)
         object.__setattr__(self, "ident", ident)
+
+    @property
+    def keyed_inputs(self) -> tuple[Node, ...]:
+        """The inputs whose keys enter this node's key (all but ``UNKEYED`` fields)."""
+        return tuple(i for n, i in zip(self.input_names, self.inputs, strict=True)
+                     if _flag(self.op.Inputs, n, _KEYED))
 
     @property
     def stage(self) -> str:

@@ -590,6 +590,9 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         "embedding": {"texts_per_s": stats.texts_per_s, "tokens_per_s": stats.tokens_per_s,
                       "truncated_chunks": stats.n_truncated, "chunks_embedded": stats.n_texts,
                       "measured_by_this_run": not embed_hit,
+                      # the pass also filled this artifact (bench.embedding.shared): its
+                      # throughput is the shared pass's; null for a pass of its own
+                      "shared_pass_with": stats.shared_with,
                       # what the embedder's maximum length cut off, counted (chunk_sweep's
                       # 1024-token chunks on a 512-position model)
                       "max_tokens": stats.max_tokens,

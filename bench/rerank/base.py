@@ -22,6 +22,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from bench.embedding.base import EncoderIdentity
+
 
 class Reranker(Protocol):
     #: short name used in config labels ("maxsim", "cross_encoder", ...)
@@ -63,4 +65,25 @@ class IndexedReranker(Protocol):
                       rows: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Like ``score``, with query i's candidates given as passage rows of ``index``
         (int64); equal rows get equal scores."""
+        ...
+
+
+@runtime_checkable
+class TokenIndexReranker(Reranker, IndexedReranker, Protocol):
+    """Optional capability: a passage index made of an encoder's per-token states (MaxSim),
+    which one forward pass shared with a dense embedder of the same encoder can fill
+    (``bench.embedding.shared``) instead of a second pass over the chunks."""
+
+    def token_encoder(self) -> EncoderIdentity:
+        """The encoder whose token states the index holds (texts go in bare)."""
+        ...
+
+    def index_rows(self, states: Any, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """One passage's index rows from its token states [padded length, dim] (the encoder
+        framework's tensor), input ids and attention mask."""
+        ...
+
+    def write_index_rows(self, rows: Sequence[np.ndarray], directory: Path) -> None:
+        """The index files of every passage's ``index_rows`` (row i = passage i), as
+        ``index_passages`` writes them; ``load_index`` reads them."""
         ...

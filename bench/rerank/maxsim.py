@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from bench.config.build import OptionError
+from bench.embedding.base import EncoderIdentity
 from bench.errors import ConfigError, MissingDependencyError
 from bench.precision import PrecisionChoice, autocast, log_choice, resolve_precision
 from bench.rerank.common import (
@@ -74,6 +75,11 @@ class MaxSimReranker:
     def depths(self) -> list[int]:
         return list(self._depths)
 
+    def token_encoder(self) -> EncoderIdentity:
+        """The encoder of its token vectors (texts go in bare: MaxSim has no prefixes)."""
+        return EncoderIdentity(self.model_name, self.max_seq_length,
+                               self.precision_choice.resolved, self.device)
+
     @cached_property
     def _model(self) -> Any:
         try:
@@ -122,12 +128,24 @@ class MaxSimReranker:
                 result = model(features)
                 vecs = torch.nn.functional.normalize(result["token_embeddings"].float(), dim=-1)
             vecs_np = vecs.cpu().numpy()
-            ids = features["input_ids"].cpu().numpy()
-            keep = features["attention_mask"].cpu().numpy().astype(bool)
-            keep &= ~np.isin(ids, self._added_ids)
+            keep = self._kept(features["input_ids"].cpu().numpy(),
+                              features["attention_mask"].cpu().numpy())
             for row, i in enumerate(idx):
                 out[i] = np.ascontiguousarray(vecs_np[row][keep[row]])
         return out
+
+    def _kept(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Which positions are the text's own tokens: attended, not added by the tokenizer."""
+        return mask.astype(bool) & ~np.isin(ids, self._added_ids)
+
+    def index_rows(self, states: Any, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """One passage's index rows from an encoder pass shared with the dense embedder
+        (``bench.embedding.shared``): its token states [padded length, dim] normalised and
+        kept as ``token_vectors`` keeps them, as float16 like ``index_passages``."""
+        import torch
+
+        vecs = torch.nn.functional.normalize(states.float(), dim=-1).cpu().numpy()
+        return np.ascontiguousarray(vecs[self._kept(ids, mask)], dtype=np.float16)
 
     def score(self, queries: Sequence[str], passages: Sequence[Sequence[str]]) -> list[np.ndarray]:
         check_pools(queries, passages)
@@ -144,17 +162,14 @@ class MaxSimReranker:
 
     # --- IndexedReranker: token vectors of every passage once, at index time (ColBERT-style)
     def index_passages(self, texts: Sequence[str], directory: Path) -> None:
-        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-        parts: list[np.ndarray] = []
-        for b0 in range(0, len(texts), 1024):  # bounded memory: blocks of texts
-            for i, v in enumerate(self.token_vectors(list(texts[b0:b0 + 1024]))):
-                offsets[b0 + i + 1] = offsets[b0 + i] + len(v)
-                if len(v):
-                    parts.append(v.astype(np.float16))
-        dim = parts[0].shape[1] if parts else 0
-        flat = np.concatenate(parts) if parts else np.zeros((0, dim), np.float16)
-        np.save(directory / "token_vectors.npy", flat, allow_pickle=False)
-        np.save(directory / "token_offsets.npy", offsets, allow_pickle=False)
+        rows: list[np.ndarray] = []
+        for b0 in range(0, len(texts), 1024):  # float32 vectors of one block alive at a time
+            rows.extend(v.astype(np.float16)
+                        for v in self.token_vectors(list(texts[b0:b0 + 1024])))
+        write_token_index(rows, directory)
+
+    def write_index_rows(self, rows: Sequence[np.ndarray], directory: Path) -> None:
+        write_token_index(rows, directory)
 
     def load_index(self, directory: Path) -> TokenIndex:
         return TokenIndex(np.load(directory / "token_vectors.npy", mmap_mode="r"),
@@ -180,6 +195,17 @@ class TokenIndex:
 
     vectors: np.ndarray
     offsets: np.ndarray
+
+
+def write_token_index(rows: Sequence[np.ndarray], directory: Path) -> None:
+    """``TokenIndex`` files of every passage's float16 token rows (row i = passage i)."""
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum([len(v) for v in rows], out=offsets[1:])
+    parts = [v for v in rows if len(v)]
+    dim = parts[0].shape[1] if parts else 0
+    flat = np.concatenate(parts) if parts else np.zeros((0, dim), np.float16)
+    np.save(directory / "token_vectors.npy", flat, allow_pickle=False)
+    np.save(directory / "token_offsets.npy", offsets, allow_pickle=False)
 
 
 def maxsim(q: np.ndarray, pool: Sequence[np.ndarray], lengths: np.ndarray) -> np.ndarray:

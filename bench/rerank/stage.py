@@ -291,12 +291,15 @@ class RerankOp(OpTraits):
 
 
 def rerank_nodes(reranker: Reranker, pool: Node, chunk: Node, data: Node, *, label: str,
-                 device: str) -> list[tuple[str, dict[str, Any], Node]]:
-    """The scores node (shared by every depth), then per depth its latency and cut nodes."""
+                 device: str, passage_index: Node | None = None
+                 ) -> list[tuple[str, dict[str, Any], Node]]:
+    """The scores node (shared by every depth), then per depth its latency and cut nodes.
+    ``passage_index``: the reranker's index where another stage builds it (the embedding
+    stage's pass shared with the dense vectors); else its own ``RerankIndexOp``."""
     depths = sorted(reranker.depths())
-    passage_index = (Node.of(RerankIndexOp(reranker), f"{reranker.name} passage index",
-                             chunks=chunk)
-                     if isinstance(reranker, IndexedReranker) else None)
+    if passage_index is None and isinstance(reranker, IndexedReranker):
+        passage_index = Node.of(RerankIndexOp(reranker), f"{reranker.name} passage index",
+                                chunks=chunk)
     inputs = {"pool": pool, "chunks": chunk, "data": data, "passage_index": passage_index}
     scores = Node.of(RerankScoresOp(reranker, depths[-1], device),
                      f"{reranker.name} scores of {label} top {depths[-1]}", **inputs)
@@ -319,7 +322,8 @@ def expand(s: PlanState) -> PlanState:
     for c in s.configs:
         out.append(c)
         for label, params, node in rerank_nodes(r, c.leaf, s.node("chunk"), s.node("data"),
-                                                label=c.label, device=s.device):
+                                                label=c.label, device=s.device,
+                                                passage_index=s.nodes.get("passage_index")):
             out.append(lane(label, ConfigKind.RERANKED, node, {**c.params, **params},
                             parent_id=c.config_id, filter_pair=c.filter_pair))
     return s.with_configs(out)
