@@ -215,3 +215,19 @@ def test_the_server_stops_when_the_process_fails(data_dir: str) -> None:
     except psutil.NoSuchProcess:
         alive = False
     assert not alive
+
+
+def test_a_server_lost_mid_run_is_one_line_naming_it(data_dir: str, x: np.ndarray) -> None:
+    from bench.index.pgvector import IndexBackendError
+
+    folder = str(Path(data_dir).parent / "lost")
+    try:
+        built, _ = PgvectorIndex(method="hnsw", m=8, ef_construction=32,
+                                 data_dir=folder).build(x[:200])
+        stop_managed_server(folder)  # the server goes away under a live connection
+        with pytest.raises(IndexBackendError) as err:
+            built.search(x[:1], 5, {"ef_search": 40})
+        line = str(err.value)
+        assert line.startswith(f"pgvector at bench's server in {folder}: ") and "\n" not in line
+    finally:
+        stop_managed_server(folder)
