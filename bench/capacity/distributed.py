@@ -3,7 +3,7 @@
 ``run_distributed(schedule, urls=..., path=..., bodies=..., workers=W)`` starts W actors
 (``ray.init(address=...)`` joins a cluster; without one, a local Ray with ``num_cpus``).
 Actor w sends every W-th request of the schedule (``Schedule.part``) with its own event loop
-and HTTP client, all from one start time agreed on the wall clock a few seconds ahead (so
+and HTTP client, all from one start time agreed on the wall clock once every actor is up (so
 each actor's schedule is the slice of the one schedule); their records are merged back by
 schedule index into one :class:`LevelRun`. Latency still counts from each request's intended
 time. Each actor's clock is its machine's: on several machines, keep them NTP-synchronised
@@ -43,10 +43,20 @@ def _share(schedule: Schedule, w: int, workers: int, start_epoch: float, urls: l
     return w, [dataclasses.replace(r, index=w + r.index * workers) for r in run.records]
 
 
+class _Worker:
+    """One Ray actor: its own process, event loop and HTTP client."""
+
+    def ready(self) -> bool:
+        return True
+
+    def run(self, *args: Any) -> tuple[int, list[RequestRecord]]:
+        return _share(*args)
+
+
 def run_distributed(schedule: Schedule, *, urls: Sequence[str], path: str,
                     bodies: Sequence[dict[str, Any]], workers: int = 2,
                     timeout_s: float = 30.0, retries: int = 6, address: str | None = None,
-                    num_cpus: int = 2, lead_s: float = 3.0) -> LevelRun:
+                    num_cpus: int = 2, lead_s: float = 1.0) -> LevelRun:
     try:
         import ray
     except ImportError:
@@ -58,12 +68,15 @@ def run_distributed(schedule: Schedule, *, urls: Sequence[str], path: str,
         ray.init(address=address, num_cpus=None if address else num_cpus,
                  include_dashboard=False, log_to_driver=False)
     try:
-        remote = ray.remote(num_cpus=0)(_share)
-        # the actors need a moment to start: agree on a start a little ahead
+        # Any: Ray's actor handles are built at run time, their methods gain .remote
+        actors: list[Any] = [ray.remote(num_cpus=0)(_Worker).remote() for _ in range(workers)]
+        # agree on a start only once every actor is up (starting one takes seconds, more on
+        # a loaded machine): a start in the past would fire a burst of late requests
+        ray.get([a.ready.remote() for a in actors])
         start_epoch = time.time() + lead_s
-        refs = [remote.remote(schedule, w, workers, start_epoch, list(urls), path, list(bodies),
-                              timeout_s, retries) for w in range(workers)]
-        parts = ray.get(refs)
+        parts = ray.get([a.run.remote(schedule, w, workers, start_epoch, list(urls), path,
+                                      list(bodies), timeout_s, retries)
+                         for w, a in enumerate(actors)])
     finally:
         if started_here:
             ray.shutdown()
