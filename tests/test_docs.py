@@ -32,6 +32,7 @@ CLIS = {
     "bench.power": docs.DECISIONS,
     "bench.data.splits": docs.DATA,
     "bench.capacity.servers": docs.CAPACITY,
+    "bench.serve": docs.SERVE,
 }
 
 

@@ -113,8 +113,22 @@ def _alias(argv: list[str]) -> list[str]:
     return [f"serve.{a}" if a.startswith("config=") else a for a in argv]
 
 
+USAGE = """python -m bench.serve +experiment=NAME config=<config_id> [overrides]
+
+Serves one config of the run over HTTP (FastAPI + uvicorn): POST /v1/retrieve, /v1/answer
+(SSE), OpenAI-compatible /v1/embeddings and /v1/chat/completions, /v1/rerank (Cohere) and
+/rerank (TEI); GET /health, /ready, /v1/config. The overrides are python -m bench's; serve.*
+sets the server: serve.host, serve.port, serve.max_concurrency, serve.max_queue,
+serve.shutdown_timeout_s. List a run's config ids with python -m bench ... plan_only=true.
+"""
+
+
 def main() -> None:
     register()
+    if "--help" in sys.argv[1:] or "-h" in sys.argv[1:]:
+        from bench.docs import SERVE
+
+        print(USAGE + SERVE.help_line() + "\n")  # then Hydra's own help: groups and options
     sys.argv[1:] = _alias(sys.argv[1:])
     user_wants_trace = "HYDRA_FULL_ERROR" in os.environ
     if not user_wants_trace:  # composition errors reach us, for one line and exit 2
