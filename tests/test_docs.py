@@ -31,6 +31,7 @@ CLIS = {
     "bench.data.foldoc": docs.BENCHMARK_CARD,
     "bench.power": docs.DECISIONS,
     "bench.data.splits": docs.DATA,
+    "bench.serve": docs.SERVE,
 }
 
 

@@ -13,6 +13,11 @@ vectors, so a request that still fails is one line naming ``embedder.base_url`` 
 endpoint (exit 2); the requests of a pass (latency, attempts, status, the server's own time)
 are kept next to the vectors (``requests.parquet``) and summarised in the log.
 
+``memo_dir``: every answered batch is also kept there (one ``.npy`` per batch, keyed by the
+embedder's cache parameters and the batch's texts, written atomically), so a pass cut short —
+the server died, a request still failed after its retries — resumes on the rerun: only the
+batches never answered are requested again (null: no memo).
+
 ``tokenizer``: a local Hugging Face tokenizer (a folder, or ``packaged:all-MiniLM-L6-v2``)
 for token-based chunkers and the truncation statistics; ``max_input_tokens``: the tokens of
 text the server embeds (its max length minus special tokens), for those statistics only.
@@ -20,12 +25,18 @@ text the server embeds (its max length minus special tokens), for those statisti
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import logging
+import os
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -76,6 +87,7 @@ class OpenAIHTTPEmbedder:
         query_prefix: str = "",
         document_prefix: str = "",
         extra_body: dict[str, Any] | None = None,
+        memo_dir: str | None = None,
         device: str = "cpu",
     ) -> None:
         if not model:
@@ -104,6 +116,7 @@ class OpenAIHTTPEmbedder:
         self.query_prefix = query_prefix
         self.document_prefix = document_prefix
         self.extra_body = dict(extra_body or {})
+        self.memo_dir = Path(memo_dir).expanduser() if memo_dir else None
         self.device = device  # the server's device is its own; kept for the common signature
         self.endpoint = JSONEndpoint(base_url=self.base_url, key=KEY, api_key_env=api_key_env,
                                      timeout_s=timeout_s, max_retries=max_retries,
@@ -178,9 +191,18 @@ class OpenAIHTTPEmbedder:
         before = len(self.endpoint.records())
         t0 = time.perf_counter()
         usage = [0]
+        memo_hits = [0]
 
         def one(idx: np.ndarray) -> None:
-            vecs, n_tok = self._post_counted([inputs[int(i)] for i in idx])
+            batch = [inputs[int(i)] for i in idx]
+            kept = self._memo_load(batch)
+            if kept is not None:
+                out[idx] = kept
+                with self._lock:
+                    memo_hits[0] += 1
+                return
+            vecs, n_tok = self._post_counted(batch)
+            self._memo_save(batch, vecs)
             out[idx] = vecs
             with self._lock:
                 usage[0] += n_tok
@@ -191,8 +213,9 @@ class OpenAIHTTPEmbedder:
                     f.result()  # the first failure raises (one line, exit 2)
         wall = time.perf_counter() - t0
         records = self.endpoint.records()[before:]
-        log.info("stage %-10s %s %s: %s", "embed", self.base_url + PATH, kind,
-                 summary_line(records))
+        log.info("stage %-10s %s %s: %s%s", "embed", self.base_url + PATH, kind,
+                 summary_line(records), f"; {memo_hits[0]} of {len(batches)} batches from "
+                 f"the memo {self.memo_dir}" if memo_hits[0] else "")
         n_tokens = (int(np.minimum(counts, limit).sum()) if self.tokenizer_name is not None
                     else usage[0])
         return EmbeddingStats(
@@ -207,6 +230,43 @@ class OpenAIHTTPEmbedder:
 
     def close(self) -> None:
         self.endpoint.close()
+
+    # -- the batch memo (resume after a cut-short pass) ----------------------------------------
+    def _memo_path(self, batch: list[str]) -> Path | None:
+        if self.memo_dir is None:
+            return None
+        h = hashlib.sha256(json.dumps(self.cache_params(), sort_keys=True).encode())
+        for t in batch:
+            h.update(b"\x00" + t.encode())
+        key = h.hexdigest()
+        return self.memo_dir / key[:2] / f"{key}.npy"
+
+    def _memo_load(self, batch: list[str]) -> np.ndarray | None:
+        path = self._memo_path(batch)
+        if path is None or not path.is_file():
+            return None
+        try:
+            vecs = np.load(path, allow_pickle=False)
+        except (OSError, ValueError):
+            return None  # a damaged entry is asked again
+        if vecs.shape != (len(batch), self.dim) or vecs.dtype != np.float32:
+            return None
+        return vecs
+
+    def _memo_save(self, batch: list[str], vecs: np.ndarray) -> None:
+        path = self._memo_path(batch)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.save(fh, np.ascontiguousarray(vecs, dtype=np.float32), allow_pickle=False)
+            os.replace(tmp, path)  # atomic: a crash leaves no half-written entry
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     # -- one request ------------------------------------------------------------------------
     def _post(self, texts: list[str]) -> np.ndarray:

@@ -3,13 +3,15 @@ validate and plan (a config error is one line and exit 2 before the port is boun
 port, then load the served chain in the background while ``/health`` answers and ``/ready``
 says ``loading``. A failed load (a remote backend refusing, a broken artifact) prints one
 line, stops the server and exits 2. SIGTERM / SIGINT drain: the port stops accepting, requests
-in flight get ``serve.shutdown_timeout_s`` to finish, the generator is released, exit 0.
+in flight get ``serve.shutdown_timeout_s`` to finish, the generator is released, and the
+process ends by the signal uvicorn re-raises after the drain.
 
 ``config=<config_id>`` is shorthand for ``serve.config=<config_id>``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import socket
@@ -22,7 +24,7 @@ from omegaconf import DictConfig
 
 from bench.app import CONF_DIR, _config_error_line
 from bench.config.schema import register
-from bench.errors import BenchError, ConfigError
+from bench.errors import BenchError, ConfigError, MissingDependencyError
 
 log = logging.getLogger("bench")
 
@@ -45,6 +47,9 @@ def bind(host: str, port: int) -> socket.socket:
 def serve(cfg: DictConfig) -> int:
     """Serve until SIGTERM / SIGINT; the exit code (2: the chain failed to load)."""
     t_start = time.perf_counter()
+    for package in ("fastapi", "uvicorn"):
+        if importlib.util.find_spec(package) is None:
+            raise MissingDependencyError(package, "serve", "python -m bench.serve")
     from bench.serve.service import prepare_service
 
     service, settings = prepare_service(cfg)
@@ -108,8 +113,22 @@ def _alias(argv: list[str]) -> list[str]:
     return [f"serve.{a}" if a.startswith("config=") else a for a in argv]
 
 
+USAGE = """python -m bench.serve +experiment=NAME config=<config_id> [overrides]
+
+Serves one config of the run over HTTP (FastAPI + uvicorn): POST /v1/retrieve, /v1/answer
+(SSE), OpenAI-compatible /v1/embeddings and /v1/chat/completions, /v1/rerank (Cohere) and
+/rerank (TEI); GET /health, /ready, /v1/config. The overrides are python -m bench's; serve.*
+sets the server: serve.host, serve.port, serve.max_concurrency, serve.max_queue,
+serve.shutdown_timeout_s. List a run's config ids with python -m bench ... plan_only=true.
+"""
+
+
 def main() -> None:
     register()
+    if "--help" in sys.argv[1:] or "-h" in sys.argv[1:]:
+        from bench.docs import SERVE
+
+        print(USAGE + SERVE.help_line() + "\n")  # then Hydra's own help: groups and options
     sys.argv[1:] = _alias(sys.argv[1:])
     user_wants_trace = "HYDRA_FULL_ERROR" in os.environ
     if not user_wants_trace:  # composition errors reach us, for one line and exit 2

@@ -75,7 +75,8 @@ def test_remote_vectors_match_the_in_process_embedder(local: Any, remote_run: An
         theirs = remote_run.executor.value(getattr(remote_run.plan, node)).vectors
         assert mine.shape == theirs.shape
         cos = _cosines(mine, theirs)
-        print(f"{node}: {len(cos)} vectors, cosine min {cos.min():.7f} mean {cos.mean():.7f}")
+        print(f"{node}: {len(cos)} vectors, cosine min {cos.min():.9f} mean {cos.mean():.9f}, "
+              f"max |difference| {np.abs(np.asarray(mine) - np.asarray(theirs)).max():.2e}")
         assert cos.min() >= 0.9999
         np.testing.assert_allclose(np.linalg.norm(theirs, axis=1), 1.0, rtol=1e-5)
 
@@ -116,18 +117,38 @@ def test_a_wrong_dimension_names_the_key(server: Any) -> None:
     assert "/v1/embeddings invalid" in line and "384-d vectors" in line and "512" in line
 
 
-def test_a_malformed_rerank_mapping_is_invalid(server: Any) -> None:
-    # /rerank at the server's root speaks TEI's shape; read as Cohere's it is malformed
-    rr = HTTPReranker(base_url=server.base_url, api="cohere", depths=[3])
-    with pytest.raises(RemoteError) as err:
-        rr.score(["q"], [["a", "b"]])
-    assert "config key reranker.base_url" in err.value.one_line()
-    assert "malformed response: no `results` list" in err.value.one_line()
-    assert rr.take_records()[-1].status == "invalid"
+def test_both_rerank_shapes_of_the_server_agree(server: Any) -> None:
     tei = HTTPReranker(base_url=server.base_url, api="tei", depths=[3])
     cohere = HTTPReranker(base_url=f"{server.base_url}/v1", depths=[3])
-    np.testing.assert_array_equal(tei.score(["q"], [["a", "b", "a"]])[0],
-                                  cohere.score(["q"], [["a", "b", "a"]])[0])
+    a = tei.score(["q"], [["a", "b", "a"]])[0]
+    np.testing.assert_array_equal(a, cohere.score(["q"], [["a", "b", "a"]])[0])
+    assert a[0] == a[2]  # equal texts, equal scores (asked once)
+    # Cohere's body sent to TEI's endpoint: refused, not retried, one line naming the key
+    wrong = HTTPReranker(base_url=server.base_url, api="cohere", depths=[3])
+    with pytest.raises(RemoteError, match=r"config key reranker.base_url: POST \S+/rerank "
+                                          r"failed after 1 attempt: HTTP 400"):
+        wrong.score(["q"], [["a"]])
+
+
+@pytest.mark.parametrize(("body", "words"), [
+    ({"results": [{"index": 0, "relevance_score": 0.5}]}, "1 of 2 documents not scored"),
+    ({"results": [{"index": 0, "relevance_score": 0.5}, {"index": 0, "relevance_score": 1}]},
+     "document 0 scored twice"),
+    ({"results": [{"index": 0, "relevance_score": "high"}, {"index": 1,
+                                                            "relevance_score": 1}]},
+     "item 0: relevance_score 'high' is not a finite number"),
+    ([{"index": 0, "score": 0.1}, {"index": 1, "score": 0.2}], "no `results` list"),
+])
+def test_a_malformed_rerank_mapping_is_invalid(flaky: ThreadingHTTPServer, body: Any,
+                                               words: str) -> None:
+    _Flaky.rerank_body = body
+    rr = HTTPReranker(base_url=f"http://127.0.0.1:{flaky.server_address[1]}", depths=[3])
+    with pytest.raises(RemoteError) as err:
+        rr.score(["q"], [["a", "b"]])
+    line = err.value.one_line()
+    assert line.startswith("config key reranker.base_url: POST ") and "/rerank invalid" in line
+    assert f"malformed response: {words}" in line
+    assert rr.take_records()[-1].status == "invalid"
 
 
 def test_an_unreachable_url_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -152,6 +173,7 @@ class _Flaky(BaseHTTPRequestHandler):
 
     script: ClassVar[list[int]] = []
     seen: ClassVar[list[str]] = []
+    rerank_body: ClassVar[Any] = None
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -162,8 +184,12 @@ class _Flaky(BaseHTTPRequestHandler):
             self.send_header("Retry-After", "0")
             self.end_headers()
             return
-        data = [{"index": i, "embedding": [1.0, 1.0, 0.0]} for i in range(len(body["input"]))]
-        out = json.dumps({"data": data, "usage": {"prompt_tokens": 3}}).encode()
+        if self.path.endswith("/rerank"):
+            out = json.dumps(self.rerank_body).encode()
+        else:
+            data = [{"index": i, "embedding": [1.0, 1.0, 0.0]}
+                    for i in range(len(body["input"]))]
+            out = json.dumps({"data": data, "usage": {"prompt_tokens": 3}}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(out)))
@@ -211,3 +237,24 @@ def test_retries_backoff_api_key_and_a_server_that_dies(flaky: ThreadingHTTPServ
     res = end.post("/embeddings", {"input": ["x"]})
     assert res.record.status == "failed" and res.record.attempts == 2
     assert "ConnectError" in (res.record.error or "")
+
+
+def test_a_pass_cut_short_resumes_from_the_memo(flaky: ThreadingHTTPServer,
+                                                tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{flaky.server_address[1]}"
+    texts = ["a", "b", "c"]
+
+    def embedder() -> OpenAIHTTPEmbedder:
+        return OpenAIHTTPEmbedder(base_url=url, model="m", dimensions=3, batch_size=1,
+                                  max_concurrency=1, max_retries=0, memo_dir=str(tmp_path))
+
+    _Flaky.script, _Flaky.seen = [200, 503], []
+    with pytest.raises(RemoteError, match="HTTP 503"):
+        embedder().encode(texts, kind="document", out=np.zeros((3, 3), np.float32))
+    assert len(_Flaky.seen) == 3  # the batch after the failure was answered too
+    _Flaky.seen = []
+    out = np.zeros((3, 3), np.float32)
+    stats = embedder().encode(texts, kind="document", out=out)
+    assert len(_Flaky.seen) == 1  # only the batch never answered is asked again
+    np.testing.assert_allclose(out, np.full((3, 3), [2 ** -0.5, 2 ** -0.5, 0.0]), rtol=1e-6)
+    assert stats.n_texts == 3

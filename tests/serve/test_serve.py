@@ -150,6 +150,8 @@ def test_ready_and_config(run: dict[str, Any], server: Any) -> None:
     assert cfg["label"] == run["spec"].label and cfg["endpoints"]["rerank"] is True
     assert cfg["dataset"]["fingerprint"] == run["prepared"].dataset.fingerprint
     assert server.start_s is not None and server.start_s > 0
+    print(f"bench.serve start: {server.start_s:.1f} s spawn -> first 200 from /ready "
+          f"(warm cache; chain load {ready['load_s']:.1f} s inside the server)")
 
 
 def test_a_config_error_is_one_line_and_exit_2_before_listening(tmp_path: Path) -> None:
