@@ -122,6 +122,9 @@ class HTTPSystem:
                 raise OptionError("serve", "must name the served config: config=<id or label>")
             if serve_ready_timeout_s <= 0:
                 raise OptionError("serve_ready_timeout_s", "must be > 0")
+            for a in serve:
+                if str(a).startswith("serve.port=") and not str(a)[11:].isdigit():
+                    raise OptionError("serve", f"{a!r}: serve.port must be a port number")
         for key, value in (("url", None if serve is not None else url),
                            ("health_url", health_url)):
             if value is not None and not value.startswith(("http://", "https://")):
@@ -252,7 +255,12 @@ class HTTPSystem:
                 a.startswith("cache_dir=") for a in self.serve) else [
                 f"cache_dir={self.cache_dir}"]
             log_path = None if self.serve_log is None else Path(self.serve_log)
-            srv = ServedProcess([*self.serve, *extra], log_path=log_path,
+            # a fixed serve.port (another stage of the run calls it there) is the launcher's
+            # port: it appends its own serve.port, which would win over ours
+            fixed = [a for a in self.serve if a.startswith("serve.port=")]
+            port = int(fixed[-1].partition("=")[2]) if fixed else None
+            srv = ServedProcess([*(a for a in self.serve if a not in fixed), *extra],
+                                port=port, log_path=log_path,
                                 ready_timeout_s=self.serve_ready_timeout_s)
             log.info("stage %-10s starting python -m bench.serve %s (log %s)", "system",
                      " ".join(self.serve), srv.log_path)
