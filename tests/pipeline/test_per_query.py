@@ -28,7 +28,7 @@ from bench.telemetry.basic import BasicTelemetry
 N_QUERIES = 8
 OVERRIDES = ["dataset=synthetic", "rewriter=query_rewrite", "~rewriter.rewriters.mq3",
              "generator@rewriter.generator=none",
-             "rewriter.generator._target_=conftest.RewriteGenerator",
+             "rewriter.generator._target_=rewrite_fakes.RewriteGenerator",
              "lexical=bm25", "fusion=rrf",
              "filters=hard_vs_soft", "reranker=bi_encoder_l3", "reranker.depths=[4,8]",
              "index=hnsw", "index.query_params=[{ef_search: 16}]",

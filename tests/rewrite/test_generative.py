@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import RewriteGenerator
+from rewrite_fakes import RewriteGenerator
 
 from bench.config.build import OptionError
 from bench.retrieval.base import Hits
@@ -17,7 +17,7 @@ from bench.rewrite.generative import HyDERewriter, MultiQueryRewriter, check_tem
 from bench.rewrite.stage import merge_rankings
 
 FAKE = ["generator@rewriter.generator=none",
-        "rewriter.generator._target_=conftest.RewriteGenerator"]
+        "rewriter.generator._target_=rewrite_fakes.RewriteGenerator"]
 
 
 @pytest.mark.parametrize("template,msg", [("no slot", "no {query} slot"),
