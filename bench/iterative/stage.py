@@ -1,13 +1,15 @@
 """Plan operation and expander of the `iterative` stage.
 
-``IterateOp`` (query time, in memory): (a dense config's first-search pool, the index, the
+``IterateOp`` (query time, cached): (a dense config's first-search pool, the index, the
 chunk table, the dataset) -> ``LoopPool``: per query, the loop of ``bench.iterative.loop``
 run on top of the first search — each further turn encodes its query with the run's embedder
 (one query, as a server does), searches the SAME index at the same query-time setting and
 folds chunks into documents — with the merged evidence as the pool and each query's
 ``LoopRecord``. The batch value is the per-query loop run for every query in turn (the same
 code as ``run_one``), each timed as one ``iterate`` sample, so a config's end-to-end latency
-is its first search plus its loop, query by query.
+is its first search plus its loop, query by query. It is cached, not recomputed per run: a
+wall-time limit makes a loop's outcome depend on the machine, and answers cached downstream
+must have been generated from the evidence this node holds.
 
 The expander adds, after each dense config that searches the raw query (not the exact
 reference), ``LABEL>iterative[...]``, a dense config whose parent is that one-shot config:
@@ -17,8 +19,10 @@ filters and answers apply to the iterative config like to any other.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -28,7 +32,7 @@ from bench.data.base import Dataset, Query
 from bench.embedding.base import Embedder
 from bench.embedding.stage import encode_one_query
 from bench.index.stage import IndexArtifact
-from bench.iterative.base import LoopRecord
+from bench.iterative.base import LoopRecord, Turn
 from bench.iterative.loop import IterativeLoop, Ranking, run_loop
 from bench.iterative.supplied import SuppliedReformulations
 from bench.pipeline.lanes import ConfigKind, PlanState, lane
@@ -63,7 +67,7 @@ class IterateOp(OpTraits):
     retriever: Retriever
     query_params: Mapping[str, int | float]
     stage: str = ITERATE_STAGE
-    version: str = "1"
+    version: str = "2"
     phase: ClassVar[Phase] = Phase.QUERY
     Inputs: ClassVar[type] = IterateInputs
     latency_stages: ClassVar[tuple[str, ...]] = (ITERATE_STAGE,)
@@ -107,13 +111,27 @@ class IterateOp(OpTraits):
         return LoopPool(Hits(offsets, cat(0, np.int32), cat(1, np.float32), cat(2, np.int32)),
                         None, records, query_status=status if any(status) else None)
 
-    def run(self, inputs: IterateInputs, timing: TimingLog) -> LoopPool:
+    def write(self, inputs: IterateInputs, directory: Path, timing: TimingLog) -> None:
         id_key = order_key(inputs.data.doc_ids)
         rows = []
         for q, query in enumerate(inputs.data.queries):
             with timing.measure("query", 1, query_id=query.query_id):
                 rows.append(self._one(inputs, q, query, id_key))
-        return self._pool(rows)
+        pool = self._pool(rows)
+        pool.hits.save(directory / "hits.parquet")
+        (directory / "records.json").write_text(json.dumps([asdict(r) for r in pool.records]))
+
+    def load(self, directory: Path, inputs: IterateInputs) -> LoopPool:
+        """The stored loop: a wall-time limit makes a loop's outcome depend on the machine,
+        so the pool is stored like a measurement and every config and later run built on
+        this node reads the same evidence (the latency pass re-times loops fresh)."""
+        hits = Hits.load(directory / "hits.parquet", len(inputs.data.queries))
+        records = tuple(
+            LoopRecord(r["query_id"], tuple(Turn(**t) for t in r["turns"]), r["calls"],
+                       r["tokens"], r["wall_ms"], r["stop"], tuple(r["evidence"]))
+            for r in json.loads((directory / "records.json").read_text()))
+        status = tuple("" if r.status == "ok" else r.status for r in records)
+        return LoopPool(hits, None, records, query_status=status if any(status) else None)
 
     def run_one(self, inputs: IterateInputs, query: OneQuery, timer: QueryTimer) -> LoopPool:
         with timer.measure(ITERATE_STAGE):

@@ -103,13 +103,14 @@ def write_run(d: Path, *, extra: dict[str, list[Any]] | None = None, run_id: str
                                 "higher_is_better": True, "n": len(qs), "mean": m,
                                 "ci_low": m - half, "ci_high": m + half, "n_expected": 6,
                                 "n_scored": 6, "n_missing": 0, "n_timeout": 0, "n_invalid": 0,
-                                "n_no_claims": 0, "n_pruned": 0, "n_failed": 0})
+                                "n_no_claims": 0, "n_pruned": 0, "n_failed": 0,
+                                "n_budget_exhausted": 0})
     for metric in ("ndcg@10", "recall@100"):
         summary.append({**base, "config_id": cid(8), "scope": "all", "metric": metric,
                         "higher_is_better": True, "n": 0, "mean": None, "ci_low": None,
                         "ci_high": None, "n_expected": 6, "n_scored": 0, "n_missing": 0,
                         "n_timeout": 0, "n_invalid": 0, "n_no_claims": 0, "n_pruned": 6,
-                        "n_failed": 0})
+                        "n_failed": 0, "n_budget_exhausted": 0})
     write_table(per_query, PER_QUERY, d / "per_query.parquet")
     write_table(summary, SUMMARY, d / "summary.parquet")
     comps = []
