@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+#: 5: summary ``n_budget_exhausted``, configs ``budget_exhausted_share``, config kinds
+#: ``routed`` and ``system``, iterations.parquet, routes.parquet, system.parquet (a black-box
+#: system's requests, bench.system.report) and run.json ``stages`` / ``rewrite``; nothing
+#: renamed, files of version 4 read the new columns as None.
 #: 4: configs.parquet gained the bootstrap CIs of ``e2e_p50/p95/p99_ms`` over requests,
 #: ``n_latency_warmup`` and ``latency_source`` (interleaved | sum of stage samples);
 #: latency.parquet holds every request of the interleaved latency pass and judgements.parquet
@@ -22,7 +26,7 @@ import pyarrow as pa
 #: columns; files of version 3 lack the new columns and read as None.
 #: 3: comparisons.parquet gained ``mde`` (nullable; files of version 2 lack it and read as
 #: None). 2: per_query.parquet gained ``status``.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: per_query.parquet: one row per (config_id, query_id, metric).
 PER_QUERY = pa.schema(
