@@ -11,10 +11,12 @@ Adding an index: implement ``VectorIndex`` and ``BuiltIndex`` in a module here, 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -89,3 +91,18 @@ class FilterableIndex(Protocol):
         """Build over ``vectors`` with one integer column per ``attributes`` entry (int32
         [N] each) that ``search_where`` can filter on."""
         ...
+
+
+def build_key(params: Mapping[str, Any], vectors: np.ndarray,
+              attributes: Mapping[str, np.ndarray]) -> str:
+    """A database build's content key (the table or dataset it is stored under): its resolved
+    build options, the vectors and the attribute columns filters push down, so a table built
+    from other vectors or options is never read as this build."""
+    h = hashlib.sha256()
+    h.update(json.dumps(dict(params), sort_keys=True).encode())
+    h.update(str(vectors.shape).encode())
+    h.update(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
+    for name in sorted(attributes):
+        h.update(name.encode() + b"\x00")
+        h.update(np.ascontiguousarray(attributes[name], dtype=np.int32).tobytes())
+    return h.hexdigest()

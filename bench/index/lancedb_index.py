@@ -19,7 +19,6 @@ ANN search instead, the way that returns short lists at low selectivity.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -34,7 +33,7 @@ import numpy as np
 
 from bench.config.build import OptionError
 from bench.errors import MissingDependencyError
-from bench.index.base import BuildInfo, SearchResult
+from bench.index.base import BuildInfo, SearchResult, build_key
 from bench.index.pgvector import MISSING_SCORE, IndexBackendError
 
 log = logging.getLogger(__name__)
@@ -248,14 +247,7 @@ class LanceIndex:
         return IvfFlat(**common)
 
     def content_key(self, vectors: np.ndarray, attributes: Mapping[str, np.ndarray]) -> str:
-        h = hashlib.sha256()
-        h.update(json.dumps(self.cache_params(len(vectors)), sort_keys=True).encode())
-        h.update(str(vectors.shape).encode())
-        h.update(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
-        for name in sorted(attributes):
-            h.update(name.encode() + b"\x00")
-            h.update(np.ascontiguousarray(attributes[name], dtype=np.int32).tobytes())
-        return h.hexdigest()
+        return build_key(self.cache_params(len(vectors)), vectors, attributes)
 
     def build(self, vectors: np.ndarray) -> tuple[LanceBuiltIndex, BuildInfo]:
         return self.build_with_attributes(vectors, {})

@@ -28,7 +28,6 @@ post-filtered behaviour the selectivity table shows (docs/vector-databases.md).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -43,7 +42,7 @@ import numpy as np
 
 from bench.config.build import OptionError
 from bench.errors import BenchError, ConfigError, MissingDependencyError
-from bench.index.base import BuildInfo, SearchResult
+from bench.index.base import BuildInfo, SearchResult, build_key
 
 log = logging.getLogger(__name__)
 
@@ -514,14 +513,7 @@ class PgvectorIndex:
 
     def content_key(self, vectors: np.ndarray, attributes: Mapping[str, np.ndarray]) -> str:
         """The build's key: vectors, attribute columns and resolved build options."""
-        h = hashlib.sha256()
-        h.update(json.dumps(self.cache_params(len(vectors)), sort_keys=True).encode())
-        h.update(str(vectors.shape).encode())
-        h.update(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
-        for name in sorted(attributes):
-            h.update(name.encode() + b"\x00")
-            h.update(np.ascontiguousarray(attributes[name], dtype=np.int32).tobytes())
-        return h.hexdigest()
+        return build_key(self.cache_params(len(vectors)), vectors, attributes)
 
     def build(self, vectors: np.ndarray) -> tuple[PgvectorBuiltIndex, BuildInfo]:
         return self.build_with_attributes(vectors, {})
