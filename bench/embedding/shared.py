@@ -58,7 +58,9 @@ class SharedPassInputs:
 
 def shares_pass(embedder: Embedder, reranker: object) -> bool:
     """Whether one document pass of ``embedder`` can fill ``reranker``'s token index."""
-    if not (isinstance(embedder, TokenStateEmbedder) and isinstance(reranker, TokenIndexReranker)):
+    # the reranker first: a runtime Protocol check reads every member, and the embedder's
+    # ``dim`` loads its model (a config error found at plan time must not pay for that)
+    if not (isinstance(reranker, TokenIndexReranker) and isinstance(embedder, TokenStateEmbedder)):
         return False
     mine = embedder.token_encoder("document")
     return mine is not None and mine == reranker.token_encoder()

@@ -31,7 +31,8 @@ HARDWARE = {("telemetry", "nvml")}
 # Options whose model files must already lie on disk (nothing downloads at run time): with the
 # REQUIRED placeholder above, building them must fail with a ConfigError naming this key.
 LOCAL_FILES = {("reranker", "flashrank"): "reranker.cache_dir",
-               ("system", "imported"): "system.path"}
+               ("system", "imported"): "system.path",
+               ("iterative", "supplied"): "iterative.path"}
 # Options whose package lives in an optional extra; without it building fails in one line.
 EXTRAS = {("generator", "vllm"): "vllm"}
 
