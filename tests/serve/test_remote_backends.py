@@ -10,6 +10,8 @@ built. The retry and failure paths run against a small real HTTP server in a thr
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -36,6 +38,40 @@ def remote(url: str) -> list[str]:
     return [*SLICE, "embedder=openai_http", f"embedder.base_url={url}/v1",
             "embedder.model=packaged:all-MiniLM-L6-v2", "reranker=http",
             f"reranker.base_url={url}/v1", "reranker.depths=[10]"]
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def foldoc_data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The default dataset: the checkout's ``make data`` build, else (a clean clone, as in
+    CI) version 3 built here from Debian's packages (~30 s) and named by BENCH_DATA_DIR,
+    which the in-process runs and the served process both read."""
+    if (REPO / ".data" / "foldoc" / "manifest.json").is_file() \
+            and "BENCH_DATA_DIR" not in os.environ:
+        yield REPO / ".data"
+        return
+    if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
+        pytest.skip("no FOLDOC build and no apt-get/dpkg-deb to make one (make data)")
+    from bench.data.foldoc import build
+    from bench.data.foldoc.benchmark_v3 import BuildOptionsV3
+    from bench.errors import BenchError
+
+    root = tmp_path_factory.mktemp("data")
+    try:
+        build(root / "foldoc", deb=None, cache_dir=root / "debs", opts=BuildOptionsV3())
+    except BenchError as err:
+        pytest.skip(f"Debian packages not reachable to build FOLDOC: {err}")
+    old = os.environ.get("BENCH_DATA_DIR")
+    os.environ["BENCH_DATA_DIR"] = str(root)
+    try:
+        yield root
+    finally:
+        if old is None:
+            del os.environ["BENCH_DATA_DIR"]
+        else:
+            os.environ["BENCH_DATA_DIR"] = old
 
 
 @pytest.fixture(scope="module")
