@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import hydra
@@ -87,6 +88,14 @@ def main() -> None:
         from bench.intro import intro  # bench's own help first; Hydra's generic help follows
 
         print(intro(CONF_DIR))
+    one_line_errors(_hydra_entry, on_launcher_error=True)
+
+
+def one_line_errors(entry: Callable[[], object], *, on_launcher_error: bool = False) -> None:
+    """Run a Hydra entry point (``python -m bench``, ``python -m bench.serve``) so that bad
+    input is one line and exit 2: a BenchError's own line and code, a composition error as
+    ``bench: config error: ...``; anything else stays a traceback. ``on_launcher_error``: a
+    multirun whose launcher failed still finishes its sweep report (bench.report.sweep)."""
     user_wants_trace = "HYDRA_FULL_ERROR" in os.environ
     # Let composition errors reach us instead of Hydra's multi-line report with exit 1. Only
     # for this call: a caller in the same process (a test, a notebook) and the processes it
@@ -95,13 +104,13 @@ def main() -> None:
         os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         try:
-            _hydra_entry()
+            entry()
         except BenchError as exc:
             print(f"bench: error: {exc.one_line()}", file=sys.stderr)
             sys.exit(exc.exit_code)
         except Exception as exc:
             line = _config_error_line(exc)
-            if line is None and not user_wants_trace:
+            if on_launcher_error and line is None and not user_wants_trace:
                 from bench.report.sweep import finish_after_launcher_error
 
                 code = finish_after_launcher_error(exc)

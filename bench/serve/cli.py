@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 import socket
 import sys
 import threading
@@ -22,7 +21,7 @@ import time
 import hydra
 from omegaconf import DictConfig
 
-from bench.app import CONF_DIR, _config_error_line
+from bench.app import CONF_DIR, one_line_errors
 from bench.config.schema import register
 from bench.errors import BenchError, ConfigError, MissingDependencyError
 
@@ -130,21 +129,4 @@ def main() -> None:
 
         print(USAGE + SERVE.help_line() + "\n")  # then Hydra's own help: groups and options
     sys.argv[1:] = _alias(sys.argv[1:])
-    user_wants_trace = "HYDRA_FULL_ERROR" in os.environ
-    if not user_wants_trace:  # composition errors reach us, for one line and exit 2
-        os.environ["HYDRA_FULL_ERROR"] = "1"
-    try:
-        try:
-            _hydra_entry()
-        except BenchError as exc:
-            print(f"bench: error: {exc.one_line()}", file=sys.stderr)
-            sys.exit(exc.exit_code)
-        except Exception as exc:
-            line = _config_error_line(exc)
-            if line is None or user_wants_trace:
-                raise
-            print(f"bench: config error: {line}", file=sys.stderr)
-            sys.exit(2)
-    finally:
-        if not user_wants_trace:
-            os.environ.pop("HYDRA_FULL_ERROR", None)
+    one_line_errors(_hydra_entry)
