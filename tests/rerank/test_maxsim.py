@@ -88,3 +88,37 @@ def test_options() -> None:
     assert r.depths() == [50] and r.name == "maxsim"
     assert r.cache_params() == {"model": "packaged:all-MiniLM-L6-v2", "max_seq_length": None}
     assert "_model" not in r.__dict__
+
+
+def test_maxsim_runs_on_one_blas_thread_and_restores_it() -> None:
+    # numpy's BLAS threads spin after each small product and slow the torch pass that
+    # follows; the kernel limits BLAS to one thread while it runs, and gives the count back.
+    # Checked on the BLAS libraries loaded when the kernel first ran (numpy's among them);
+    # one loaded later by another package (scipy's) is not numpy's matmul.
+    from threadpoolctl import threadpool_info
+
+    from bench.rerank.maxsim import _blas_threads
+
+    maxsim(np.ones((1, 2), np.float32), [np.ones((1, 2), np.float32)], np.array([1]))
+    known = {lib.filepath for lib in _blas_threads().select(user_api="blas").lib_controllers}
+    assert known, "no BLAS library under numpy"
+
+    def blas_threads() -> list[int]:
+        return [lib["num_threads"] for lib in threadpool_info() if lib["filepath"] in known]
+
+    before = blas_threads()
+    seen: list[list[int]] = []
+
+    class Probe(np.ndarray):
+        def __matmul__(self, other: np.ndarray) -> np.ndarray:  # type: ignore[override]
+            seen.append(blas_threads())
+            return np.asarray(self) @ other
+
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((3, 8)).astype(np.float32)
+    pool = [rng.standard_normal((n, 8)).astype(np.float32) for n in (4, 2)]
+    expected = [float((p @ q.T).max(axis=0).sum()) for p in pool]
+    got = maxsim(q, [p.view(Probe) for p in pool], np.array([4, 2]))
+    assert np.allclose(got, expected, rtol=1e-6)
+    assert len(seen) == 2 and all(t == [1] * len(known) for t in seen)
+    assert blas_threads() == before
