@@ -76,8 +76,8 @@ def eligibility_classes(eligible: np.ndarray, chunk_doc: np.ndarray, query_ids: 
     query tells apart share a class; query i may see the classes whose documents it keeps."""
     n_q, n_d = eligible.shape
     packed = np.packbits(eligible, axis=0).T if n_q else np.zeros((n_d, 0), np.uint8)
-    _, first, doc_class = np.unique(packed, axis=0, return_index=True, return_inverse=True)
-    doc_class = np.asarray(doc_class, dtype=np.int32).reshape(-1)
+    _, first, inverse = np.unique(packed, axis=0, return_index=True, return_inverse=True)
+    doc_class = np.asarray(inverse, dtype=np.int32).reshape(-1)
     allowed = tuple(np.flatnonzero(eligible[i, first]).astype(np.int64) for i in range(n_q))
     return Eligibility(doc_class[np.asarray(chunk_doc, dtype=np.int64)], allowed,
                        {q: i for i, q in enumerate(query_ids)}, len(first))
