@@ -153,3 +153,27 @@ def test_pushdown_vs_post_filter_on_pgvector(root: Path, compose_cfg) -> None:  
     post_recall = {(r.config_id, r.metric): r.mean for r in post.summary if r.scope == "all"}
     a, b = rows[("dense(ef_search=10)", "post")], rows[("dense(ef_search=10)(where)", "push")]
     assert recall[(b["config_id"], "recall@10")] >= post_recall[(a["config_id"], "recall@10")]
+
+
+@pytest.mark.slow
+def test_pushdown_into_lancedb_returns_full_lists_and_no_leak(root: Path, compose_cfg) -> None:  # type: ignore[no-untyped-def]
+    """LanceDB filters with its own ``where`` (pre-filtered): min(k, eligible) results for
+    every query, nothing the caller may not see."""
+    pytest.importorskip("lancedb")
+    from bench.pipeline.components import build_components
+    from bench.pipeline.run import run
+
+    res = run(compose_cfg(["dataset=synthetic", f"cache_dir={root / 'cache-lance'}",
+                           "index=lancedb", "index.query_params=[{ef: 100}]",
+                           f"index.data_dir={root / 'lance'}", "filters=entitlement",
+                           "filters.pushdown=true", f"retriever.k={K}",
+                           "metrics.bootstrap_resamples=200", "latency.interleave=false"]),
+              root / "lance-run")
+    (row,) = [r for r in pq.read_table(res.run_dir / "configs.parquet").to_pylist()
+              if r["label"].endswith("(where)")]
+    assert row["unauthorized_hits"] == 0 and row["status"] == "ok"
+    data = build_components(compose_cfg(["dataset=synthetic"]), "cpu").source.load()
+    eligible = EntitlementFilter().eligible(data).sum(axis=1)
+    got = trec(res.run_dir, row["config_id"])
+    for q, n in zip(data.queries, eligible, strict=True):
+        assert len(got.get(q.query_id, [])) == min(K, int(n))
