@@ -46,6 +46,8 @@ def _hydra_entry(cfg: DictConfig) -> None:
     if result.plan_text is not None:  # plan_only (a multirun prints one plan at its end)
         print(result.plan_text)
     if result.exit_code:
+        for line in result.failed_configs:
+            print(f"bench: error: {line}", file=sys.stderr)
         for gate in result.failed_gates:
             print(f"bench: gate failed: {gate}", file=sys.stderr)
         sys.exit(result.exit_code)

@@ -49,5 +49,12 @@ class MissingDependencyError(BenchError):
         )
 
 
+class ServiceError(BenchError):
+    """A served backend (a remote embedder or reranker, a database) failed DURING work: the
+    server died, refused or kept failing after its retries. Raised where work cannot go on
+    without it (an index-time build); the run marks the configs that need that work
+    ``failed`` with this line and completes the others (exit code 5)."""
+
+
 class DeviceError(BenchError):
     """A device was requested that this machine does not have (never a silent fallback)."""

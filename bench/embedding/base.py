@@ -86,6 +86,20 @@ class QueryEncoder(Embedder, Protocol):
         ...
 
 
+@runtime_checkable
+class PartialEncoder(Embedder, Protocol):
+    """An embedder whose requests can fail one batch at a time (a remote server): the query
+    pass goes on past a failed batch, and the queries in it get a status instead of a
+    vector (index-time passes still need every vector and call ``encode``)."""
+
+    def encode_partial(self, texts: Sequence[str], *, kind: str, out: np.ndarray
+                       ) -> tuple[EmbeddingStats, dict[int, str]]:
+        """``encode``, except that the rows of a batch whose request still failed are left
+        zero and returned by row with their status (``failed`` / ``timeout`` /
+        ``invalid``)."""
+        ...
+
+
 class SizedEmbedder(Embedder, Protocol):
     """An embedder that knows the size of its weights on disk (for cost reports)."""
 

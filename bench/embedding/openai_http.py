@@ -10,8 +10,11 @@ errors, 429 and 5xx are retried ``max_retries`` times with exponential backoff
 vector ``dimensions`` long (the first answer's length when ``dimensions`` is null), finite;
 vectors are L2-normalised when ``normalize`` is set. Index-time work cannot go on without its
 vectors, so a request that still fails is one line naming ``embedder.base_url`` and the
-endpoint (exit 2); the requests of a pass (latency, attempts, status, the server's own time)
-are kept next to the vectors (``requests.parquet``) and summarised in the log.
+endpoint, no further batch is sent, and the configs that need those vectors fail; a query
+batch that still fails gives its queries that request's status (``failed`` / ``timeout`` /
+``invalid``) and the pass goes on (``encode_partial``). The requests of a pass (latency,
+attempts, status, the server's own time) are kept next to the vectors
+(``requests.parquet``) and summarised in the log.
 
 ``memo_dir``: every answered batch is also kept there (one ``.npy`` per batch, keyed by the
 embedder's cache parameters and the batch's texts, written atomically), so a pass cut short —
@@ -47,6 +50,7 @@ from bench.embedding.batching import with_prefix
 from bench.errors import ConfigError
 from bench.http.client import (
     JSONEndpoint,
+    RemoteError,
     RequestRecord,
     check_api_key_env,
     check_base_url,
@@ -150,6 +154,14 @@ class OpenAIHTTPEmbedder:
                 self._dim = self._dim or int(vec.shape[0])
         return self._dim
 
+    def preflight(self) -> None:
+        """One probe request: the server is there and answers ``dimensions``-long vectors
+        (an error here is one line, exit 2, before any work)."""
+        vec = self._post(["dimension probe"])[0]
+        with self._lock:
+            self._dim = self._dim or int(vec.shape[0])
+        self.endpoint.take_records()  # not part of any stage's requests
+
     @property
     def tokenizer(self) -> Any:
         if self.tokenizer_name is None:
@@ -180,6 +192,18 @@ class OpenAIHTTPEmbedder:
         return self._post([self.query_prefix + text])[None, 0].astype(np.float32)
 
     def encode(self, texts: Sequence[str], *, kind: str, out: np.ndarray) -> EmbeddingStats:
+        """Every vector or a ``RemoteError`` (an index-time pass needs them all): after the
+        first failed batch no new batch is sent; the answered ones are in the memo."""
+        return self._encode(texts, kind=kind, out=out, partial=False)[0]
+
+    def encode_partial(self, texts: Sequence[str], *, kind: str, out: np.ndarray
+                       ) -> tuple[EmbeddingStats, dict[int, str]]:
+        """The query pass: a batch whose request still fails leaves its rows zero and gives
+        each its status (``failed`` / ``timeout`` / ``invalid``); the other batches go on."""
+        return self._encode(texts, kind=kind, out=out, partial=True)
+
+    def _encode(self, texts: Sequence[str], *, kind: str, out: np.ndarray, partial: bool
+                ) -> tuple[EmbeddingStats, dict[int, str]]:
         inputs = with_prefix(texts, kind=kind, query_prefix=self.query_prefix,
                              document_prefix=self.document_prefix)
         counts = (self._tokenizer.count(inputs) if self.tokenizer_name is not None
@@ -192,6 +216,8 @@ class OpenAIHTTPEmbedder:
         t0 = time.perf_counter()
         usage = [0]
         memo_hits = [0]
+        failed: dict[int, str] = {}
+        stop = threading.Event()  # an index-time pass stops sending after a failure
 
         def one(idx: np.ndarray) -> None:
             batch = [inputs[int(i)] for i in idx]
@@ -201,7 +227,20 @@ class OpenAIHTTPEmbedder:
                 with self._lock:
                     memo_hits[0] += 1
                 return
-            vecs, n_tok = self._post_counted(batch)
+            if stop.is_set():
+                return
+            try:
+                vecs, n_tok = self._post_counted(batch)
+            except RemoteError as exc:
+                if not partial:
+                    stop.set()
+                    raise
+                out[idx] = 0.0
+                with self._lock:
+                    failed.update((int(i), exc.status) for i in idx)
+                    if len(failed) == len(idx):  # the first failed batch says why, once
+                        log.warning("stage %-10s %s", "embed", exc.one_line())
+                return
             self._memo_save(batch, vecs)
             out[idx] = vecs
             with self._lock:
@@ -210,19 +249,20 @@ class OpenAIHTTPEmbedder:
         if batches:
             with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(batches))) as ex:
                 for f in [ex.submit(one, b) for b in batches]:
-                    f.result()  # the first failure raises (one line, exit 2)
+                    f.result()  # an index-time pass: the first failure raises (one line)
         wall = time.perf_counter() - t0
         records = self.endpoint.records()[before:]
-        log.info("stage %-10s %s %s: %s%s", "embed", self.base_url + PATH, kind,
+        log.info("stage %-10s %s %s: %s%s%s", "embed", self.base_url + PATH, kind,
                  summary_line(records), f"; {memo_hits[0]} of {len(batches)} batches from "
-                 f"the memo {self.memo_dir}" if memo_hits[0] else "")
+                 f"the memo {self.memo_dir}" if memo_hits[0] else "",
+                 f"; {len(failed)} of {len(inputs)} texts without a vector" if failed else "")
         n_tokens = (int(np.minimum(counts, limit).sum()) if self.tokenizer_name is not None
                     else usage[0])
         return EmbeddingStats(
             n_texts=len(inputs), n_tokens=n_tokens, wall_s=wall,
             n_truncated=int((counts > limit).sum()),
             n_truncated_tokens=int(np.maximum(counts - limit, 0).sum()),
-            max_tokens=self.max_input_tokens)
+            max_tokens=self.max_input_tokens), failed
 
     def take_records(self) -> list[RequestRecord]:
         """The requests since the last call (the embedding stage stores them)."""

@@ -12,11 +12,26 @@ import numpy as np
 
 from bench.chunking.base import ChunkTable
 from bench.data.base import Dataset
-from bench.embedding.base import Embedder, EmbeddingStats, QueryEncoder, TokenStateEmbedder
+from bench.embedding.base import (
+    Embedder,
+    EmbeddingStats,
+    PartialEncoder,
+    QueryEncoder,
+    TokenStateEmbedder,
+)
 from bench.embedding.shared import SharedIndexOp, SharedPass, SharedPassOp, shares_pass
 from bench.http.client import REQUESTS_FILE, RecordsRequests, save_records
 from bench.pipeline.lanes import PlanState
-from bench.pipeline.node import UNKEYED, Node, OneQuery, OpTraits, Phase, QueryTimer
+from bench.pipeline.node import (
+    UNKEYED,
+    Node,
+    OneQuery,
+    OpTraits,
+    Phase,
+    QueryTimer,
+    mark_incomplete,
+    read_incomplete,
+)
 from bench.rerank.base import TokenIndexReranker
 from bench.telemetry.base import TimingLog
 
@@ -28,6 +43,9 @@ EMBED_QUERY_STAGE = "embed_query"
 class Embeddings:
     vectors: np.ndarray  # float32 [n, dim], memory-mapped
     stats: EmbeddingStats  # throughput of the pass that computed them
+    #: the dataset's queries without a vector (their rows are zero), by query id: the status
+    #: of the request that failed (``failed`` / ``timeout`` / ``invalid``); empty: all there
+    incomplete: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -78,6 +96,15 @@ class EmbedOp(OpTraits):
         if inputs.shared is not None:  # encoded by the shared pass (its timing is there)
             out[:] = inputs.shared.vectors
             stats = inputs.shared.stats
+        elif self.kind == "query" and isinstance(self.embedder, PartialEncoder):
+            # a query whose request failed gets its status; the other queries go on
+            assert isinstance(inputs.source, Dataset)
+            with timing.measure("total", len(texts), sync_cuda=self.device == "cuda"):
+                stats, failed = self.embedder.encode_partial(texts, kind=self.kind, out=out)
+            if failed:
+                qs = inputs.source.queries
+                mark_incomplete(directory, {qs[i].query_id: st for i, st in failed.items()},
+                                f"{len(failed)} of {len(qs)} query embeddings failed")
         else:
             with timing.measure("total", len(texts), sync_cuda=self.device == "cuda"):
                 stats = self.embedder.encode(texts, kind=self.kind, out=out)
@@ -89,7 +116,8 @@ class EmbedOp(OpTraits):
 
     def load(self, directory: Path, inputs: EmbedInputs) -> Embeddings:
         return Embeddings(np.load(directory / "vectors.npy", mmap_mode="r"),
-                          EmbeddingStats(**json.loads((directory / "stats.json").read_text())))
+                          EmbeddingStats(**json.loads((directory / "stats.json").read_text())),
+                          read_incomplete(directory))
 
     def run_one(self, inputs: EmbedInputs, query: OneQuery, timer: QueryTimer) -> Embeddings:
         """The query's vector [1, dim] as a server encodes it per request."""

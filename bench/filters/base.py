@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -151,6 +151,22 @@ class ResultFilter(Protocol):
         """Filter ``hits`` (query i = ``dataset.queries[i]``; ``id_key = order_key(doc_ids)``
         for the trec_eval tie rule). Gold is qrels with grade >= ``relevance_level`` after
         entitlement removal. The input is not modified."""
+        ...
+
+
+@runtime_checkable
+class PushableFilter(ResultFilter, Protocol):
+    """A hard filter whose rule the pipeline can push down into a database index
+    (``filters.pushdown=true``, ``bench.filters.pushdown``): it says, per query, which
+    documents pass, so the engine searches only those (its own ``WHERE``)."""
+
+    #: push this filter down into a database index (default off: filter the pool in Python)
+    pushdown: bool
+
+    def eligible(self, dataset: Dataset, *, relevance_level: int = RELEVANT_GRADE
+                 ) -> np.ndarray:
+        """bool [n_queries, n_documents]: the documents ``apply`` keeps for each query, for
+        any pool (a pool holding every document, filtered, keeps exactly these)."""
         ...
 
 

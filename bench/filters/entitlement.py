@@ -138,9 +138,22 @@ def no_exclusion_outcome(hits: Hits, dataset: Dataset, removed: int,
 
 
 class EntitlementFilter:
-    """Hard entitlement filter by tenant and role (``visible``); no options."""
+    """Hard entitlement filter by tenant and role (``visible``). ``pushdown``: with a
+    database index, search only what each caller may see inside the engine (its ``WHERE``,
+    ``bench.filters.pushdown``) instead of filtering the retrieved pool in Python."""
 
     entitlement = True
+
+    def __init__(self, *, pushdown: bool = False) -> None:
+        self.pushdown = bool(pushdown)
+
+    def eligible(self, dataset: Dataset, *, relevance_level: int = RELEVANT_GRADE
+                 ) -> np.ndarray:
+        """bool [n_queries, n_documents]: what each query's caller may see."""
+        masks, caller = visibility_masks(dataset)
+        if not len(masks):
+            return np.zeros((len(dataset.queries), len(dataset.documents)), dtype=bool)
+        return np.asarray(masks[caller], dtype=bool)
 
     def cache_params(self) -> dict[str, object]:
         # Unchanged by tenant isolation on purpose: data with tenants was refused before it,

@@ -33,13 +33,16 @@ class HardVsSoft:
         max_recall_loss: float = 0.02,
         k: int = 10,
         labels: str | None = None,
+        pushdown: bool = False,
     ) -> None:
         if k < 1:
             raise OptionError("k", f"must be >= 1, got {k}")
         common = dict(boost=boost, predicate=predicate, entitlement=entitlement,
                       min_precision_gain=min_precision_gain,
                       max_exclusion_rate=max_exclusion_rate, max_recall_loss=max_recall_loss)
-        self.hard = MetadataFilter(mode="hard", labels=labels, **common)  # type: ignore[arg-type]
+        # only the hard member can run inside the index; the soft boost re-scores the pool
+        self.hard = MetadataFilter(mode="hard", labels=labels, pushdown=pushdown,
+                                   **common)  # type: ignore[arg-type]
         self.soft = MetadataFilter(mode="soft", **common)  # type: ignore[arg-type]
         self.entitlement = entitlement
         self.k = k

@@ -213,9 +213,13 @@ class MetadataFilter:
         max_exclusion_rate: float = 0.02,
         max_recall_loss: float = 0.02,
         labels: str | None = None,
+        pushdown: bool = False,
     ) -> None:
         if mode not in ("hard", "soft"):
             raise OptionError("mode", f"must be 'hard' or 'soft', got {mode!r}")
+        if pushdown and mode != "hard":
+            raise OptionError("pushdown", "only a hard filter can run inside the index (a "
+                                          "soft boost re-scores the pool; set mode=hard)")
         if predicate not in ("oracle_tag", "query_tag"):
             raise OptionError("predicate",
                               f"must be 'oracle_tag' or 'query_tag', got {predicate!r}")
@@ -239,6 +243,33 @@ class MetadataFilter:
         # read at build time: a malformed file stops the run before the dataset loads
         self.labels = None if labels is None else read_predicate_labels(labels)
         self._matchers: dict[str, TagMatcher] = {}  # by dataset fingerprint
+        self.pushdown = bool(pushdown)
+
+    def eligible(self, dataset: Dataset, *, relevance_level: int = RELEVANT_GRADE
+                 ) -> np.ndarray:
+        """bool [n_queries, n_documents]: what ``apply`` keeps of any pool (hard mode):
+        visible to the caller (when ``entitlement``), and holding a predicate tag where the
+        query has a predicate."""
+        if self.mode != "hard":
+            raise ValueError("a soft boost keeps every candidate: nothing to push down")
+        n_q, n_d = len(dataset.queries), len(dataset.documents)
+        if self.entitlement:
+            from bench.filters.entitlement import EntitlementFilter
+
+            out = EntitlementFilter().eligible(dataset)
+        else:
+            out = np.ones((n_q, n_d), dtype=bool)
+        preds = self.predicates(dataset, relevance_level=relevance_level)
+        vocab = sorted({t for p in preds.values() for t in p})
+        col = {t: j for j, t in enumerate(vocab)}
+        doc_tags = np.zeros((n_d, len(vocab)), dtype=bool)
+        for i, d in enumerate(dataset.documents):
+            doc_tags[i, [col[t] for t in d.tags if t in col]] = True
+        for qi, q in enumerate(dataset.queries):
+            p = preds[q.query_id]
+            if p:
+                out[qi] &= doc_tags[:, [col[t] for t in sorted(p)]].any(axis=1)
+        return out
 
     def cache_params(self) -> dict[str, object]:
         params: dict[str, object] = {

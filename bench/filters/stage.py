@@ -53,7 +53,8 @@ class FilterOp(OpTraits):
     def _apply(self, inputs: FilterInputs, id_key: np.ndarray) -> FilteredPool:
         outcome = self.flt.apply(inputs.pool.hits, inputs.data, id_key=id_key,
                                  relevance_level=self.relevance_level)
-        return FilteredPool(outcome.hits, inputs.pool.chunk_result, outcome)
+        return FilteredPool(outcome.hits, inputs.pool.chunk_result, outcome,
+                            **inputs.pool.statuses())
 
     def run(self, inputs: FilterInputs, timing: TimingLog) -> FilteredPool:
         with timing.measure("total", inputs.pool.hits.n_queries):
@@ -67,20 +68,32 @@ class FilterOp(OpTraits):
 
 def expand(s: PlanState) -> PlanState:
     """Each config so far, once per filter mode (one filter: the same label; a hard-vs-soft
-    pair: ``LABEL|hard`` and ``LABEL|soft``, paired for the pre-registered decision)."""
+    pair: ``LABEL|hard`` and ``LABEL|soft``, paired for the pre-registered decision). With
+    ``pushdown`` a dense lane over a database index searches with the filter inside the engine
+    (``bench.filters.pushdown``; label ``...(where)``) and the filter then runs on that pool."""
+    from bench.filters.base import PushableFilter
     from bench.filters.hard_vs_soft import HardVsSoft
+    from bench.filters.pushdown import pushed_down
 
     f = s.comps.filters
     if f is None:
         return s
     members = f.members() if isinstance(f, HardVsSoft) else [("", f)]
     out = []
+    shared: dict[str, Node] = {}
     for c in s.configs:
         for name, flt in members:
             label = f"{c.label}|{name}" if name else c.label
-            node = Node.of(FilterOp(flt, name, s.relevance_level), label, pool=c.leaf,
+            pool, params = c.leaf, dict(c.params)
+            if isinstance(flt, PushableFilter) and flt.pushdown:
+                # a dense lane over a database index: the engine filters (its WHERE)
+                where = pushed_down(s, flt, c.leaf, shared)
+                if where is not None:
+                    pool, label, params = where, f"{label}(where)", {**params,
+                                                                     "pushdown": True}
+            node = Node.of(FilterOp(flt, name, s.relevance_level), label, pool=pool,
                            data=s.node("data"))
-            out.append(lane(label, c.kind, node, c.params,
+            out.append(lane(label, c.kind, node, params,
                             filter_pair=(c.label, name) if name else None,
                             reference=c.reference))
     return s.with_configs(out)

@@ -68,7 +68,8 @@ class FuseOp(OpTraits):
 
     def _carry(self, inputs: FuseInputs, fused: Hits) -> Pool:
         return Pool(carry_chunks(fused, [inputs.dense.hits, inputs.sparse.hits],
-                                 len(inputs.data.documents)))
+                                 len(inputs.data.documents)),
+                    **inputs.dense.statuses(inputs.sparse))
 
     def run(self, inputs: FuseInputs, timing: TimingLog) -> Pool:
         with timing.measure("total", inputs.dense.hits.n_queries):

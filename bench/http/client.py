@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from bench.config.build import OptionError
-from bench.errors import BenchError, MissingDependencyError
+from bench.errors import MissingDependencyError, ServiceError
 
 log = logging.getLogger("bench")
 
@@ -44,9 +44,15 @@ REQUESTS_FILE = "requests.parquet"
 MAX_RETRY_AFTER_S = 60.0
 
 
-class RemoteError(BenchError):
+class RemoteError(ServiceError):
     """A remote backend could not do the work (unreachable, refused, malformed answers):
-    one line naming the config key and the endpoint, exit 2."""
+    one line naming the config key and the endpoint. ``status``: the request's status
+    (``failed`` | ``timeout`` | ``invalid``), what a caller that goes on records for the
+    queries it lacked."""
+
+    def __init__(self, message: str, status: str = "failed") -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -150,6 +156,17 @@ class JSONResult:
     @property
     def ok(self) -> bool:
         return self.record.status == "ok"
+
+
+@runtime_checkable
+class Preflight(Protocol):
+    """A remote backend that can prove, with one request, that its server answers as
+    configured; the run asks it before any work when it will need the server (so an
+    unreachable URL is exit 2 then, not configs failed later)."""
+
+    def preflight(self) -> None:
+        """One request; a ``RemoteError`` naming the config key and endpoint if it fails."""
+        ...
 
 
 @runtime_checkable
@@ -302,7 +319,8 @@ class JSONEndpoint:
         return RemoteError(f"config key {key or self.key + '.base_url'}: POST "
                            f"{self.url(record.endpoint)} "
                            f"{record.status} after {record.attempts} attempt"
-                           f"{'s' if record.attempts != 1 else ''}: {record.error}")
+                           f"{'s' if record.attempts != 1 else ''}: {record.error}",
+                           record.status)
 
     def records(self) -> list[RequestRecord]:
         """Every request so far, in completion order."""

@@ -13,20 +13,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 
 @dataclass(frozen=True)
 class SearchResult:
-    """Top-k per query: ``ids`` int64 [n_q, k] (-1 = no result), ``scores`` float32 [n_q, k]."""
+    """Top-k per query: ``ids`` int64 [n_q, k] (-1 = no result), ``scores`` float32 [n_q, k].
+    ``incomplete``: rows whose search a database server did not answer (connection lost:
+    ``failed``; statement timeout: ``timeout``), by row; their ids are all -1."""
 
     ids: np.ndarray
     scores: np.ndarray
+    incomplete: Mapping[int, str] = field(default_factory=dict, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,22 @@ class FilteredSearch(Protocol):
         ...
 
 
+@runtime_checkable
+class FilteredSearchIn(FilteredSearch, Protocol):
+    """A filtered search whose filter is a SET of values per query (SQL ``col = ANY(...)``,
+    LanceDB ``col IN (...)``): the pipeline's push-down of a hard filter
+    (``bench.filters.pushdown``), where one query may see several classes of documents."""
+
+    def search_where_in(
+        self, queries: np.ndarray, k: int, params: Mapping[str, int | float], *,
+        column: str, allowed: Sequence[np.ndarray],
+    ) -> SearchResult:
+        """Top-``k`` of query i among the rows whose integer attribute ``column`` is one of
+        ``allowed[i]`` (int64); -1 ids pad a list the engine returned short."""
+        ...
+
+
+@runtime_checkable
 class FilterableIndex(Protocol):
     def build_with_attributes(
         self, vectors: np.ndarray, attributes: Mapping[str, np.ndarray]

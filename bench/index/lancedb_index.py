@@ -25,7 +25,7 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +104,8 @@ class LanceBuiltIndex:
         return b.select(["id", "_distance"]).to_arrow()
 
     def _search(self, queries: np.ndarray, k: int, params: Mapping[str, int | float],
-                column: str | None, values: np.ndarray | None) -> SearchResult:
+                column: str | None, values: np.ndarray | Sequence[np.ndarray] | None
+                ) -> SearchResult:
         for name in params:
             if name not in KNOBS:
                 raise OptionError("query_params", f"{name!r} is not a lancedb query knob "
@@ -118,7 +119,14 @@ class LanceBuiltIndex:
         ids = np.full((n_q, k), -1, dtype=np.int64)
         scores = np.full((n_q, k), MISSING_SCORE, dtype=np.float32)
         for i in range(n_q):
-            where = None if values is None else f"{column} = {int(values[i])}"
+            if values is None:
+                where = None
+            elif isinstance(values, np.ndarray):
+                where = f"{column} = {int(values[i])}"
+            elif len(values[i]) == 0:  # nothing this query may see
+                continue
+            else:
+                where = f"{column} IN ({', '.join(str(int(a)) for a in values[i])})"
             try:
                 got = self._one(q[i], k, params, where)
             except (RuntimeError, OSError, ValueError) as exc:
@@ -139,6 +147,12 @@ class LanceBuiltIndex:
         if len(values) != len(queries):
             raise ValueError(f"{len(values)} filter values for {len(queries)} queries")
         return self._search(queries, k, params, column, values)
+
+    def search_where_in(self, queries: np.ndarray, k: int, params: Mapping[str, int | float],
+                        *, column: str, allowed: Sequence[np.ndarray]) -> SearchResult:
+        if len(allowed) != len(queries):
+            raise ValueError(f"{len(allowed)} filter sets for {len(queries)} queries")
+        return self._search(queries, k, params, column, list(allowed))
 
     def sizes(self) -> dict[str, int]:
         """Bytes on disk of the table folder (data, versions and indexes)."""

@@ -28,12 +28,13 @@ post-filtered behaviour the selectivity table shows (docs/vector-databases.md).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import struct
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from bench.config.build import OptionError
-from bench.errors import BenchError, ConfigError, MissingDependencyError
+from bench.errors import BenchError, ConfigError, MissingDependencyError, ServiceError
 from bench.index.base import BuildInfo, SearchResult, build_key
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,14 @@ LISTS_FACTOR = 4.0
 MIN_POINTS_PER_LIST = 39
 
 
-class IndexBackendError(BenchError):
+class _Lost(Exception):
+    """One query the server did not answer; ``status`` is ``failed`` or ``timeout``."""
+
+    def __init__(self, status: str) -> None:
+        self.status = status
+
+
+class IndexBackendError(ServiceError):
     """A database backend failed (server would not start, connection lost, query refused):
     one line naming the config key or endpoint, exit 2."""
 
@@ -253,8 +261,10 @@ class PgvectorBuiltIndex:
     def __init__(self, conn: Any, *, table: str, method: str, endpoint: str,
                  n_rows: int, dim: int, key: str, columns: tuple[str, ...],
                  server: ServerInfo | None, connect_s: float, reused: bool,
-                 vectors: np.ndarray) -> None:
+                 vectors: np.ndarray, reconnect: Any = None) -> None:
         self._conn = conn
+        #: a fresh connection after the server dropped this one (None: none is made)
+        self._reconnect = reconnect
         #: kept for ``save``: the artifact can rebuild the table if the server loses it
         self._vectors = vectors
         self.table = table
@@ -268,6 +278,7 @@ class PgvectorBuiltIndex:
         self.connect_s = connect_s
         self.reused = reused
         self._applied: dict[str, int | float] | None = None
+        self._warned: set[str] = set()
 
     def _apply(self, params: Mapping[str, int | float]) -> None:
         if params == self._applied:
@@ -296,38 +307,90 @@ class PgvectorBuiltIndex:
         except psycopg.Error as exc:
             raise IndexBackendError(f"pgvector at {self.endpoint}: {_last_line(exc)}") from None
 
-    def _query(self, where: str | None) -> Any:
+    def _query(self, where: str | None, *, any_of: bool = False) -> Any:
         from psycopg import sql
 
-        filt = sql.SQL("") if where is None else sql.SQL(" WHERE {} = %s").format(
-            sql.Identifier(where))
+        op = sql.SQL(" WHERE {} = ANY(%s)" if any_of else " WHERE {} = %s")
+        filt = sql.SQL("") if where is None else op.format(sql.Identifier(where))
         # ORDER BY the operator expression itself: that is what the ANN index can serve
         return sql.SQL("SELECT id, v <#> %s FROM {t}{w} ORDER BY v <#> %s LIMIT %s").format(
             t=sql.Identifier(self.table), w=filt)
 
     def _search(self, queries: np.ndarray, k: int, params: Mapping[str, int | float],
-                column: str | None, values: np.ndarray | None) -> SearchResult:
+                column: str | None, values: np.ndarray | Sequence[np.ndarray] | None
+                ) -> SearchResult:
         if queries.ndim != 2 or queries.shape[1] != self.dim:
             raise ValueError(f"need [n_q, {self.dim}] queries, got {queries.shape}")
         if column is not None and column not in self.columns:
             raise ValueError(f"table has no attribute column {column!r} (has "
                              f"{list(self.columns)})")
-        self._apply(params)
         q = np.ascontiguousarray(queries, dtype=np.float32)
-        stmt = self._query(column)
+        any_of = values is not None and not isinstance(values, np.ndarray)
+        stmt = self._query(column, any_of=any_of)
         n_q = q.shape[0]
         ids = np.full((n_q, k), -1, dtype=np.int64)
         scores = np.full((n_q, k), MISSING_SCORE, dtype=np.float32)
-        execute = self._conn.execute
+        lost: dict[int, str] = {}
         for i in range(n_q):
             v = _Vec(q[i])
-            args = (v, v, k) if values is None else (v, int(values[i]), v, k)
-            rows = self._run(lambda a=args: execute(stmt, a).fetchall())
+            if values is None:
+                args: tuple[Any, ...] = (v, v, k)
+            elif any_of:  # a set of allowed values: `= ANY(int8[])`
+                args = (v, [int(a) for a in values[i]], v, k)
+            else:
+                args = (v, int(values[i]), v, k)
+            try:
+                rows = self._one(params, stmt, args)
+            except _Lost as exc:
+                lost[i] = exc.status
+                continue
             if rows:
                 got = np.asarray(rows, dtype=np.float64)
                 ids[i, :len(rows)] = got[:, 0].astype(np.int64)
                 scores[i, :len(rows)] = (-got[:, 1]).astype(np.float32)  # <#> is -inner product
-        return SearchResult(ids=ids, scores=scores)
+        return SearchResult(ids=ids, scores=scores, incomplete=lost)
+
+    def _one(self, params: Mapping[str, int | float], stmt: Any, args: tuple[Any, ...]
+             ) -> list[Any]:
+        """One query's rows. A lost connection (the server died or was restarted) or a
+        statement timeout is that query's status (``_Lost``), logged once per kind, and the
+        next query reconnects; any other refusal is an ``IndexBackendError`` (one line)."""
+        psycopg = _psycopg()
+        if self._conn.closed:
+            self._connect_again()
+        try:
+            self._apply(params)
+            return list(self._conn.execute(stmt, args).fetchall())
+        except psycopg.errors.QueryCanceled as exc:  # statement_timeout
+            self._warn("timeout", exc)
+            raise _Lost("timeout") from None
+        except psycopg.OperationalError as exc:  # connection lost, server shutting down
+            self._warn("failed", exc)
+            self._applied = None
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            raise _Lost("failed") from None
+        except psycopg.Error as exc:
+            raise IndexBackendError(f"pgvector at {self.endpoint}: {_last_line(exc)}") from None
+
+    def _connect_again(self) -> None:
+        if self._reconnect is None:
+            raise _Lost("failed")
+        try:
+            self._conn = self._reconnect()
+        except BenchError as exc:  # still refused: this query fails too
+            self._warn("failed", exc)
+            raise _Lost("failed") from None
+        self._applied = None
+        log.warning("index: pgvector at %s: reconnected", self.endpoint)
+
+    def _warn(self, status: str, exc: BaseException) -> None:
+        if status not in self._warned:
+            self._warned.add(status)
+            text = exc.one_line() if isinstance(exc, BenchError) else _last_line(exc)
+            log.warning("index: pgvector at %s: a query %s (%s); its queries get status %s",
+                        self.endpoint, "timed out" if status == "timeout" else "failed",
+                        text, status)
 
     def search(self, queries: np.ndarray, k: int,
                params: Mapping[str, int | float]) -> SearchResult:
@@ -338,6 +401,12 @@ class PgvectorBuiltIndex:
         if len(values) != len(queries):
             raise ValueError(f"{len(values)} filter values for {len(queries)} queries")
         return self._search(queries, k, params, column, values)
+
+    def search_where_in(self, queries: np.ndarray, k: int, params: Mapping[str, int | float],
+                        *, column: str, allowed: Sequence[np.ndarray]) -> SearchResult:
+        if len(allowed) != len(queries):
+            raise ValueError(f"{len(allowed)} filter sets for {len(queries)} queries")
+        return self._search(queries, k, params, column, list(allowed))
 
     def plan(self, query: np.ndarray, k: int, params: Mapping[str, int | float], *,
              column: str | None = None, value: int | None = None) -> str:
@@ -385,6 +454,8 @@ class PgvectorIndex:
     (0 | 1). dsn: an existing server (libpq connection string or URI); null = bench starts
     one in ``data_dir``. maintenance_work_mem: the build's memory (pgvector builds HNSW much
     faster when the graph fits). connect_timeout_s: how long a connection may take.
+    statement_timeout_s: the longest one search may run (PostgreSQL ``statement_timeout``;
+    a search cut there is that query's status ``timeout``; null: no limit).
     """
 
     exact = False
@@ -401,6 +472,7 @@ class PgvectorIndex:
         data_dir: str = ".cache/bench/pgvector",
         maintenance_work_mem: str = "512MB",
         connect_timeout_s: float = 5.0,
+        statement_timeout_s: float | None = None,
         device: str = "cpu",
     ) -> None:
         if method not in METHODS:
@@ -438,6 +510,9 @@ class PgvectorIndex:
                     raise OptionError(key, f"must be >= 1, got {value}")
         if connect_timeout_s <= 0:
             raise OptionError("connect_timeout_s", f"must be > 0, got {connect_timeout_s}")
+        if statement_timeout_s is not None and statement_timeout_s <= 0:
+            raise OptionError("statement_timeout_s", f"must be > 0 or null, got "
+                                                     f"{statement_timeout_s}")
         if not maintenance_work_mem.strip() or not all(
                 c.isalnum() for c in maintenance_work_mem.strip()):
             raise OptionError("maintenance_work_mem", f"must be a size like 512MB, got "
@@ -451,6 +526,7 @@ class PgvectorIndex:
         self.data_dir = data_dir
         self.maintenance_work_mem = maintenance_work_mem.strip()
         self.connect_timeout_s = float(connect_timeout_s)
+        self.statement_timeout_s = statement_timeout_s
         self.device = device
         if device == "cuda":
             log.info("index: pgvector runs in the PostgreSQL server on its CPUs; device=cuda "
@@ -504,6 +580,9 @@ class PgvectorIndex:
                                    connect_timeout=max(1, math.ceil(self.connect_timeout_s)))
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             _register_vector(conn)
+            if self.statement_timeout_s is not None:  # a slower search is status timeout
+                conn.execute(f"SET statement_timeout = "
+                             f"{max(1, round(self.statement_timeout_s * 1000))}")
         except psycopg.Error as exc:
             raise ConfigError(key, f"cannot use PostgreSQL at {self.endpoint}: "
                                    f"{_last_line(exc)}") from None
@@ -547,7 +626,8 @@ class PgvectorIndex:
             return PgvectorBuiltIndex(conn, table=table, method=self.method,
                                       endpoint=self.endpoint, n_rows=len(x), dim=x.shape[1],
                                       key=key, columns=cols, server=server,
-                                      connect_s=connect_s, reused=reused, vectors=x)
+                                      connect_s=connect_s, reused=reused, vectors=x,
+                                      reconnect=lambda: self._connect()[0])
 
         probe = make(False)
         probe._run(lambda: conn.execute(
@@ -566,6 +646,7 @@ class PgvectorIndex:
             with conn.transaction():
                 # one builder per table at a time (parallel workers sharing a server)
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (table,))
+                conn.execute("SET LOCAL statement_timeout = 0")  # a search limit, not a build's
                 if self._verified(conn, probe, table, key, len(x)) is not None:
                     return
                 conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(t))

@@ -3,11 +3,22 @@
 Every stage goes through ``Executor.value``; no stage has its own resolve closure. A cached
 op's timing samples are stored next to its artifact (``timings.parquet``) and come back with
 ``from_cache=True`` on later runs, so a report always says which figures this run measured.
+
+Incomplete work is never stored: an op whose ``write`` marks its artifact incomplete
+(``bench.pipeline.node.mark_incomplete``: some queries' requests to a served backend failed)
+is used for this run from a scratch folder, and so is every cached node computed from an
+incomplete input (its key would claim complete inputs); a rerun computes them again (the
+work that was answered is kept where the backend keeps it: the embedder's batch memo, the
+system's per-query responses). A backend that fails a node outright (``ServiceError``) fails
+that node once: every config reading it gets the same error without asking again.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import shutil
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +27,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.cache.store import ArtifactStore
-from bench.pipeline.node import CachedOp, EphemeralOp, Node
+from bench.errors import ServiceError
+from bench.pipeline.node import INCOMPLETE_FILE, CachedOp, EphemeralOp, Node
 from bench.telemetry.base import StageTiming, Telemetry, TimingLog
 
 log = logging.getLogger("bench")
@@ -56,6 +68,12 @@ class Resolved:
     value: Any
     hit: bool
     timings: tuple[StageTiming, ...]
+    #: computed with some queries' work missing (or from such an input): not stored
+    incomplete: bool = False
+
+
+class _Unstored(Exception):
+    """Stops the store from publishing an incomplete artifact (its files were moved aside)."""
 
 
 class Executor:
@@ -64,41 +82,84 @@ class Executor:
         self.telemetry = telemetry
         self.device = device
         self._done: dict[str, Resolved] = {}
+        self._failed: dict[str, ServiceError] = {}
+        self._scratch: Path | None = None
 
     def resolved(self, node: Node) -> Resolved:
-        """Resolve ``node`` (and, first, its inputs); each key is computed or loaded once."""
+        """Resolve ``node`` (and, first, its inputs); each key is computed or loaded once.
+        A ``ServiceError`` is raised again, unasked, for every later use of a failed node."""
         done = self._done.get(node.key)
         if done is not None:
             return done
-        inputs = node.bind({i.key: self.resolved(i).value for i in node.inputs})
-        with self.telemetry.watch(node.stage):
-            if isinstance(node.op, CachedOp):
-                out = self._cached(node, node.op, inputs)
-            elif isinstance(node.op, EphemeralOp):
-                timing = TimingLog(node.stage, device=self.device)
-                value = node.op.run(inputs, timing)
-                out = Resolved(node, value, False, tuple(timing.samples))
-            else:
-                raise TypeError(f"node {node.label!r}: {type(node.op).__name__} has neither "
-                                "write/load nor run")
+        failed = self._failed.get(node.key)
+        if failed is not None:
+            raise failed
+        try:
+            ins = [self.resolved(i) for i in node.inputs]
+            inputs = node.bind({r.node.key: r.value for r in ins})
+            tainted = any(r.incomplete for r in ins)
+            with self.telemetry.watch(node.stage):
+                if isinstance(node.op, CachedOp):
+                    out = self._cached(node, node.op, inputs, tainted)
+                elif isinstance(node.op, EphemeralOp):
+                    timing = TimingLog(node.stage, device=self.device)
+                    value = node.op.run(inputs, timing)
+                    out = Resolved(node, value, False, tuple(timing.samples), tainted)
+                else:
+                    raise TypeError(f"node {node.label!r}: {type(node.op).__name__} has "
+                                    "neither write/load nor run")
+        except ServiceError as exc:
+            self._failed[node.key] = exc
+            raise
         self._done[node.key] = out
+        return out
+
+    def failure(self, node: Node) -> ServiceError | None:
+        """The error a node failed with in this run (None: not failed)."""
+        return self._failed.get(node.key)
+
+    def _scratch_dir(self, node: Node) -> Path:
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="bench-incomplete-"))
+            atexit.register(shutil.rmtree, self._scratch, True)
+        out = self._scratch / f"{node.stage}-{node.key[:16]}"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
         return out
 
     def value(self, node: Node) -> Any:
         return self.resolved(node).value
 
-    def _cached(self, node: Node, op: CachedOp, inputs: Any) -> Resolved:
+    def _cached(self, node: Node, op: CachedOp, inputs: Any, tainted: bool) -> Resolved:
+        aside: list[Path] = []
+
         def write(tmp: Path) -> None:
             timing = TimingLog(node.stage, device=self.device)
             op.write(inputs, tmp, timing)
             save_timings(timing.samples, tmp / TIMINGS_FILE)
+            if tainted or (tmp / INCOMPLETE_FILE).is_file():
+                # used by this run, never published under a key that claims complete work
+                dest = self._scratch_dir(node)
+                for f in tmp.iterdir():
+                    shutil.move(str(f), dest / f.name)
+                aside.append(dest)
+                raise _Unstored
 
         def load(d: Path) -> tuple[Any, list[StageTiming]]:
             return op.load(d, inputs), load_timings(d / TIMINGS_FILE, from_cache=True)
 
-        (value, timings), key, hit = self.store.resolve(
-            node.stage, version=op.version, params=dict(op.params()),
-            upstream=[i.key for i in node.keyed_inputs], compute=write, load=load)
+        try:
+            (value, timings), key, hit = self.store.resolve(
+                node.stage, version=op.version, params=dict(op.params()),
+                upstream=[i.key for i in node.keyed_inputs], compute=write, load=load)
+        except _Unstored:
+            value, timings = load(aside[0])
+            log.warning("stage %-10s %s: incomplete (%s), used for this run and not cached; "
+                        "a rerun computes it again", node.stage, node.label,
+                        "some queries failed" if (aside[0] / INCOMPLETE_FILE).is_file()
+                        else "an input is incomplete")
+            return Resolved(node, value, False,
+                            tuple(replace(t, from_cache=False) for t in timings), True)
         assert key == node.key, "a plan node's key must equal its artifact key"
         if not hit:  # loaded right after computing: this run's own measurements
             timings = [replace(t, from_cache=False) for t in timings]

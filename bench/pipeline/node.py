@@ -68,6 +68,31 @@ from bench.telemetry.base import TimingLog, cuda_sync
 T = TypeVar("T")
 
 
+#: written by an op's ``write`` when some of its work failed (per-query statuses of a served
+#: backend that died, timed out or answered wrong): the executor uses the artifact for THIS
+#: run only and never stores it, so a rerun computes it again (see ``bench.pipeline.executor``)
+INCOMPLETE_FILE = "incomplete.json"
+
+
+def mark_incomplete(directory: Path, statuses: Mapping[str, str], reason: str) -> None:
+    """Say that the artifact in ``directory`` lacks the work of some queries: ``statuses``
+    maps each query id to its status (``failed`` / ``timeout`` / ``invalid``)."""
+    import json
+
+    (directory / INCOMPLETE_FILE).write_text(json.dumps({"reason": reason,
+                                                         "statuses": dict(statuses)}))
+
+
+def read_incomplete(directory: Path) -> dict[str, str]:
+    """The per-query statuses ``mark_incomplete`` wrote ({} for a complete artifact)."""
+    import json
+
+    path = directory / INCOMPLETE_FILE
+    if not path.is_file():
+        return {}
+    return {str(k): str(v) for k, v in json.loads(path.read_text())["statuses"].items()}
+
+
 class Phase(enum.Enum):
     """When an op's work happens (see the module docstring)."""
 

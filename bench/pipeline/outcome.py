@@ -39,6 +39,8 @@ class RunResult:
     failed_gates: tuple[str, ...] = ()
     #: ``plan_only=true``: the rendered plan (nothing ran)
     plan_text: str | None = None
+    #: one line per distinct reason configs failed (a served backend failed during work)
+    failed_configs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,9 @@ class ConfigRun:
     timings: tuple[StageTiming, ...]
     pruned_reason: str | None = None
     extra: dict[str, np.ndarray] = field(default_factory=dict)
+    #: why the config has no values (a backend its chain needs failed during work: every
+    #: query ``failed``; its pool is empty); None: it ran
+    failed_reason: str | None = None
 
     def node(self, stage: str) -> Resolved | None:
         return next((r for r in self.chain if r.node.stage == stage), None)

@@ -27,6 +27,7 @@ from bench.cost.prices import (
     query_costs,
 )
 from bench.data.base import Dataset
+from bench.embedding.base import EmbeddingStats
 from bench.embedding.stage import Embeddings
 from bench.errors import BenchError
 from bench.filters.base import FilterOutcome
@@ -403,7 +404,8 @@ def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None,
             pass
     return ConfigRow(
         config_id=spec.config_id, label=spec.label, kind=spec.kind, params_json=params,
-        parent_config_id=spec.parent_id, status="pruned" if c.pool is None else "ok",
+        parent_config_id=spec.parent_id,
+        status="pruned" if c.pool is None else "failed" if c.failed_reason else "ok",
         pruned_reason=c.pruned_reason, qps=qps, p50_ms=p50, p95_ms=p95, p99_ms=p99,
         n_latency_samples=len(single), **e2e_cols, rerank_p50_ms=r50, rerank_p95_ms=r95,
         rerank_p99_ms=r99,
@@ -514,7 +516,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                            tag=c.spec.config_id)
         reports.append(ConfigReport(c.spec.config_id, c.spec.label, dict(c.spec.params),
                                     completion(s, primary), s.summary, c.timings,
-                                    c.pruned_reason, row, s))
+                                    c.pruned_reason, row, s, failed_reason=c.failed_reason))
     summary_acc = {(s.config_id, m): s.accounting(m) for s in done.scores for m in s.values}
     results = gate_results(settings.gates, summary_rows,
                            {c.spec.config_id for c in done.configs if c.pool is None},
@@ -558,7 +560,10 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     ex = done.executor
     cache_hits = {done.plan.node_name(r.node): r.hit for r in ex.resolutions if r.node.cached}
     chunk_report: ChunkReport = ex.value(done.plan.chunk_stats)
-    embed: Embeddings = ex.value(done.plan.embed_docs)
+    embed_failed = ex.failure(done.plan.embed_docs)  # a remote embedder that failed
+    embed: Embeddings = (ex.value(done.plan.embed_docs) if embed_failed is None
+                         else Embeddings(np.zeros((0, 0), np.float32),
+                                         EmbeddingStats(0, 0, 0.0, 0)))
     index_res = next((r for r in ex.resolutions if r.node.key == done.plan.index.key), None)
     embed_hit = next((r.hit for r in ex.resolutions if r.node.key == done.plan.embed_docs.key),
                      True)
@@ -607,8 +612,12 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         "configs": {r.config_id: {"label": r.label, "params": r.query_params,
                                   "completion": r.accounting.__dict__,
                                   "pruned_reason": r.pruned_reason,
+                                  "failed_reason": r.failed_reason,
                                   "trec_run": None if r.pruned_reason
                                   else f"run.{r.config_id}.trec"} for r in reports},
+        # configs a served backend failed during work (the others completed): exit code 5
+        "failed_configs": [{"config_id": r.config_id, "label": r.label,
+                            "reason": r.failed_reason} for r in reports if r.failed_reason],
         "resources": [s.__dict__ for s in done.telemetry.samples],
         **telemetry_json(done.telemetry),
         "budget": budget_json(done),

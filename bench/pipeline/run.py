@@ -28,7 +28,7 @@ from bench.data.base import Dataset, Query
 from bench.data.splits import Contamination, contamination, with_splits
 from bench.data.subset import QuerySelection, select_queries
 from bench.embedding.stage import Embeddings
-from bench.errors import BenchError, ConfigError
+from bench.errors import BenchError, ConfigError, ServiceError
 from bench.filters.base import eligible_gold
 from bench.filters.entitlement import check_tenants
 from bench.filters.hard_vs_soft import HardVsSoft
@@ -80,12 +80,14 @@ from bench.results.records import (
     GoldProbeSummary,
     JudgeNoise,
 )
-from bench.retrieval.base import Pool
+from bench.retrieval.base import Hits, Pool
 from bench.telemetry.base import RecordingTelemetry, StageTiming, Telemetry
 from bench.telemetry.basic import BasicTelemetry
 
 log = logging.getLogger("bench")
 
+#: exit code of a run whose configs completed except some a served backend failed
+EXIT_CONFIGS_FAILED = 5
 #: ANN recall is reported at these cutoffs (chunk level, vs the exact flat search)
 ANN_RECALL_K = (10, 100)
 
@@ -100,6 +102,7 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     if p.settings.plan_only:
         text = write_plan(p.plan, p.executor, run_dir)
         return RunResult(run_dir, p.run_id, 0, (), plan_text=text)
+    check_served_embedder(p.comps, p.plan, p.executor)  # before any work, not in a plan
     log.info("plan: %d configs over %d nodes", len(p.plan.configs), len(p.plan.nodes()))
     configs, probe, memo = execute(p)
     done = score(p, configs, probe, memo)
@@ -117,6 +120,10 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
         capacity = run_capacity(done, run_dir)
     result = write_results(done, run_dir, comparisons, decisions, t_start, capacity,
                            registered, latency, rewrite)
+    failed = failure_lines(done.configs)
+    if failed:  # the other configs completed and are written; the run did not
+        result = replace(result, exit_code=result.exit_code or EXIT_CONFIGS_FAILED,
+                         failed_configs=failed)
     if isinstance(p.telemetry, RecordingTelemetry):  # the sampler thread (run.json has it)
         p.telemetry.close()
     return result
@@ -177,6 +184,18 @@ def prepare(cfg: DictConfig) -> Prepared:
     check_decision_configs(settings, the_plan)
     return Prepared(settings, run_id, device, comps, telemetry, dataset, data_timing, gen,
                     the_plan, Executor(store, telemetry, device), selection, found)
+
+
+def check_served_embedder(comps: Components, the_plan: Plan, executor: Executor) -> None:
+    """A remote embedder the run will ask (its corpus or query vectors are not cached)
+    answers one probe before any work: an unreachable server or a wrong dimension is one
+    line and exit 2 now. Once work began, its failures are statuses or failed configs."""
+    from bench.http.client import Preflight
+
+    emb = comps.embedder
+    if isinstance(emb, Preflight) and not all(
+            executor.is_cached(n) for n in (the_plan.embed_docs, the_plan.embed_queries)):
+        emb.preflight()
 
 
 def select_split(settings: RunSettings, dataset: Dataset
@@ -255,9 +274,9 @@ def score(p: Prepared, configs: list[ConfigRun], probe: ProbeOutcome,
     gen_summaries: dict[str, GenerationSummary] = {}
     gold_probes: dict[str, GoldProbeSummary] = {}
     for i, c in enumerate(configs):
-        if c.pool is None:
-            scores.append(unscored(c.spec.config_id, "pruned", exp_ids, exp_cats,
-                                   list(m.names), settings))
+        if c.pool is None or c.failed_reason is not None:
+            scores.append(unscored(c.spec.config_id, "pruned" if c.pool is None else "failed",
+                                   exp_ids, exp_cats, list(m.names), settings))
             continue
         with p.telemetry.watch("metrics"):
             t0 = time.perf_counter()
@@ -330,17 +349,36 @@ def compare_configs(done: Executed) -> list[Comparison]:
     return comparisons
 
 
+def failure_lines(configs: Sequence[ConfigRun]) -> tuple[str, ...]:
+    """One line per distinct reason configs failed, naming how many and the endpoint."""
+    by: dict[str, list[str]] = {}
+    for c in configs:
+        if c.failed_reason is not None:
+            by.setdefault(c.failed_reason, []).append(c.spec.label)
+    return tuple(f"{len(labels)} config{'s' if len(labels) != 1 else ''} failed "
+                 f"({', '.join(labels[:3])}{', ...' if len(labels) > 3 else ''}): {why}"
+                 for why, labels in by.items())
+
+
 def measure_latency(done: Executed) -> LatencyRun:
     """The interleaved latency pass (bench.pipeline.latency) over the kept configs with
-    query-time work; empty when ``latency.interleave`` is off."""
+    query-time work; empty when ``latency.interleave`` is off. Configs with queries a served
+    backend did not answer are left out (latency over a failing server is not the config's),
+    and a backend that fails during the pass ends it with a warning: no latency figures."""
     settings = done.settings.latency
     if not settings.interleave:
         return LatencyRun({}, [])
-    timed = latency.timed_configs(done.configs)
+    timed = [c for c in latency.timed_configs(done.configs)
+             if c.pool is not None and not c.pool.incomplete]
     chains = [(c.spec.config_id, QueryChain(c.spec.chain, done.executor, done.dataset,
                                             done.device)) for c in timed]
-    estimates, requests = latency.measure(timed, chains,
-                                          [q.query_id for q in done.dataset.queries], settings)
+    try:
+        estimates, requests = latency.measure(timed, chains,
+                                              [q.query_id for q in done.dataset.queries],
+                                              settings)
+    except ServiceError as exc:
+        log.warning("latency pass stopped, no e2e figures: %s", exc.one_line())
+        return LatencyRun({}, [])
     return LatencyRun(estimates, requests)
 
 
@@ -408,9 +446,24 @@ def execute_config(spec: ConfigSpec, the_plan: Plan, executor: Executor,
     reason = next((pruned[n.key] for n in chain if n.key in pruned), None)
     if reason is not None:
         return ConfigRun(spec, None, (), (data_timing,), reason)
-    resolved = tuple(executor.resolved(n) for n in (*chain, *the_plan.measured_with(chain)))
-    pool = executor.value(spec.pool_node)
+    try:
+        resolved = tuple(executor.resolved(n) for n in chain)
+        pool = executor.value(spec.pool_node)
+    except ServiceError as exc:  # a backend its chain needs failed: this config fails alone
+        why = exc.one_line()
+        log.error("config %s %s failed: %s", spec.config_id, spec.label, why)
+        n_q = 0 if dataset is None else len(dataset.queries)
+        empty = Hits(np.zeros(n_q + 1, np.int64), np.zeros(0, np.int32),
+                     np.zeros(0, np.float32))
+        lost = {} if dataset is None else {q.query_id: "failed" for q in dataset.queries}
+        return ConfigRun(spec, Pool(empty, incomplete=lost), (), (data_timing,),
+                         failed_reason=why)
     assert isinstance(pool, Pool), f"config leaf {spec.label} is not a candidate pool"
+    for n in the_plan.measured_with(chain):  # a latency measurement: not worth a config
+        try:
+            resolved = (*resolved, executor.resolved(n))
+        except ServiceError as exc:
+            log.warning("stage %-10s %s: not measured: %s", n.stage, n.label, exc.one_line())
     extra: dict[str, np.ndarray] = {}
     if pool.chunk_result is not None and the_plan.exact is not None:
         extra = ann_recall(pool.chunk_result, executor.value(the_plan.exact),
@@ -418,7 +471,11 @@ def execute_config(spec: ConfigSpec, the_plan: Plan, executor: Executor,
                            executor.value(the_plan.embed_queries))
     timings = (data_timing, *(t for r in resolved for t in r.timings))
     if spec.answers is not None and dataset is not None:
-        timings = (*timings, *answered_requests(spec, executor, dataset, device))
+        try:
+            timings = (*timings, *answered_requests(spec, executor, dataset, device))
+        except ServiceError as exc:
+            log.warning("stage %-10s %s: whole-request latency not measured: %s", "request",
+                        spec.label, exc.one_line())
     return ConfigRun(spec, pool, resolved, timings, None, extra)
 
 

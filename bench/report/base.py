@@ -54,6 +54,8 @@ class ConfigReport:
     ops: ConfigRow
     #: its per-query values (the paired Pareto rule pairs configs on them)
     scores: ConfigScores | None = None
+    #: why it has no values: a served backend its chain needs failed during work
+    failed_reason: str | None = None
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,7 @@ class ConfigView:
 
     @property
     def kept(self) -> bool:
-        return self.status != "pruned" and self.pruned_reason is None
+        return self.status not in ("pruned", "failed") and self.pruned_reason is None
 
     def mean(self, metric: str, scope: str = "all") -> SummaryRow | None:
         """The summary row of ``metric`` at ``scope`` when it has a mean, else None."""

@@ -116,6 +116,9 @@ class MarkdownReport:
             if c.pruned_reason is not None:
                 lines.append(f"| `{c.config_id}` | {c.label} | pruned: {c.pruned_reason} |")
                 continue
+            if c.failed_reason is not None:
+                lines.append(f"| `{c.config_id}` | {c.label} | FAILED: {c.failed_reason} |")
+                continue
             cells = []
             for m in metrics:
                 row = _find(c.summary, "all", m)

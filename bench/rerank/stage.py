@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,15 +26,32 @@ import numpy as np
 
 from bench.chunking.base import ChunkTable, chunk_text_field
 from bench.data.base import Dataset
-from bench.http.client import REQUESTS_FILE, RecordsRequests, save_records, summary_line
+from bench.http.client import (
+    REQUESTS_FILE,
+    RecordsRequests,
+    RemoteError,
+    save_records,
+    summary_line,
+)
 from bench.pipeline.lanes import ConfigKind, ConfigSpec, PlanState, lane
-from bench.pipeline.node import Node, OneQuery, OpTraits, Phase, QueryTimer
+from bench.pipeline.node import (
+    Node,
+    OneQuery,
+    OpTraits,
+    Phase,
+    QueryTimer,
+    mark_incomplete,
+    read_incomplete,
+)
 from bench.rerank.base import IndexedReranker, Reranker
 from bench.retrieval.base import Hits, Pool, order_key, trec_order
 from bench.telemetry.base import TimingLog
 
 log = logging.getLogger("bench")
 
+#: a remote reranker that failed this many queries in a row (after each one's retries) is
+#: taken to be gone: the rest of the pass is not asked and carries status ``failed``
+MAX_FAILURES_IN_A_ROW = 3
 #: queries timed per depth for the per-depth latency (a seeded sample)
 LATENCY_QUERIES = 50
 #: latency stages: the reranker scoring a query's candidates, then the reorder
@@ -49,6 +66,9 @@ class RerankScores:
 
     offsets: np.ndarray  # int64 [n_queries + 1]
     scores: np.ndarray  # float32
+    #: queries a remote reranker did not score (no scores: ``failed`` / ``timeout`` /
+    #: ``invalid``), by query id; their reranked configs carry that status
+    incomplete: Mapping[str, str] = field(default_factory=dict)
 
 
 def passages(pool: Hits, chunks: ChunkTable, dataset: Dataset, q: int, depth: int) -> list[str]:
@@ -164,15 +184,33 @@ class RerankScoresOp(OpTraits):
         hits: Hits = inputs.pool.hits
         offsets = np.zeros(hits.n_queries + 1, dtype=np.int64)
         out: list[np.ndarray] = []
+        lost: dict[str, str] = {}  # queries a remote reranker did not score
+        in_a_row = 0
         for q, query in enumerate(dataset.queries):
             n = min(int(hits.offsets[q + 1] - hits.offsets[q]), self.depth)
-            if n:
-                with timing.measure("query", n, sync_cuda=self.device == "cuda",
-                                    query_id=query.query_id):
-                    scores = score_query(self.reranker, index, query.text, hits, chunks,
-                                         dataset, q, self.depth)
-                out.append(scores)
+            if n and in_a_row >= MAX_FAILURES_IN_A_ROW:  # the server is gone: stop asking
+                lost[query.query_id], n = "failed", 0
+            elif n:
+                try:
+                    with timing.measure("query", n, sync_cuda=self.device == "cuda",
+                                        query_id=query.query_id):
+                        scores = score_query(self.reranker, index, query.text, hits, chunks,
+                                             dataset, q, self.depth)
+                except RemoteError as exc:  # no answer: no latency sample either
+                    lost[query.query_id], n = exc.status, 0
+                    in_a_row += 1
+                    if in_a_row == 1 or in_a_row == MAX_FAILURES_IN_A_ROW:
+                        log.warning("stage %-10s %s%s", "rerank", exc.one_line(),
+                                    f"; {in_a_row} queries failed in a row: the rest are "
+                                    "not asked (status failed)"
+                                    if in_a_row == MAX_FAILURES_IN_A_ROW else "")
+                else:
+                    in_a_row = 0
+                    out.append(scores)
             offsets[q + 1] = offsets[q] + n
+        if lost:
+            mark_incomplete(directory, lost, f"{len(lost)} of {len(dataset.queries)} queries "
+                                             "not reranked")
         np.save(directory / "offsets.npy", offsets, allow_pickle=False)
         np.save(directory / "scores.npy",
                 np.concatenate(out) if out else np.zeros(0, np.float32), allow_pickle=False)
@@ -183,7 +221,8 @@ class RerankScoresOp(OpTraits):
 
     def load(self, directory: Path, inputs: RerankInputs) -> RerankScores:
         return RerankScores(np.load(directory / "offsets.npy", allow_pickle=False),
-                            np.load(directory / "scores.npy", allow_pickle=False))
+                            np.load(directory / "scores.npy", allow_pickle=False),
+                            read_incomplete(directory))
 
 
 @dataclass(frozen=True)
@@ -220,10 +259,17 @@ class RerankLatencyOp(OpTraits):
         for q in sample:
             query = dataset.queries[int(q)]
             n = min(int(hits.offsets[q + 1] - hits.offsets[q]), self.depth)
-            with timing.measure("query", n, sync_cuda=self.device == "cuda",
-                                query_id=query.query_id):
-                score_query(self.reranker, index, query.text, hits, chunks, dataset, int(q),
-                            self.depth)
+            try:
+                with timing.measure("query", n, sync_cuda=self.device == "cuda",
+                                    query_id=query.query_id):
+                    score_query(self.reranker, index, query.text, hits, chunks, dataset,
+                                int(q), self.depth)
+            except RemoteError as exc:  # a measurement cut short: kept for this run only
+                log.warning("stage %-10s latency at depth %d: measured on %d of %d queries: "
+                            "%s", "rerank", self.depth, len(timing.samples), len(sample),
+                            exc.one_line())
+                mark_incomplete(directory, {}, "the reranker stopped answering")
+                break
         (directory / "sample.txt").write_text(
             "\n".join(dataset.queries[int(q)].query_id for q in sample))
 
@@ -258,21 +304,28 @@ class RerankOp(OpTraits):
 
     def run(self, inputs: CutInputs, timing: TimingLog) -> Pool:
         assert isinstance(inputs.scores, RerankScores)
-        return self._cut(inputs.scores, inputs.pool, order_key(inputs.data.doc_ids))
+        return self._cut(inputs.scores, inputs.pool, order_key(inputs.data.doc_ids),
+                         [q.query_id for q in inputs.data.queries])
 
     def run_one(self, inputs: CutInputs, query: OneQuery, timer: QueryTimer) -> Pool:
         pending = inputs.scores
         assert isinstance(pending, PendingScores), "per query, the cut scores its own depth"
         scores = pending.score(query, self.depth, timer)
         return timer.time(RERANK_CUT_STAGE,
-                          lambda: self._cut(scores, inputs.pool, query.id_key))
+                          lambda: self._cut(scores, inputs.pool, query.id_key,
+                                            [query.query.query_id]))
 
-    def _cut(self, scores: RerankScores, pool: Pool, id_key: np.ndarray) -> Pool:
+    def _cut(self, scores: RerankScores, pool: Pool, id_key: np.ndarray,
+             qids: list[str]) -> Pool:
         hits: Hits = pool.hits
         rows: list[np.ndarray] = []
         offsets = np.zeros(hits.n_queries + 1, dtype=np.int64)
         for q in range(hits.n_queries):
             s, e = int(hits.offsets[q]), int(hits.offsets[q + 1])
+            if scores.incomplete and qids[q] in scores.incomplete:  # no ranking, a status
+                rows.append(np.zeros(0, np.int64))
+                offsets[q + 1] = offsets[q]
+                continue
             n_scored = int(scores.offsets[q + 1] - scores.offsets[q])
             d = min(self.depth, n_scored, e - s)
             top = np.arange(s, s + d)
@@ -287,7 +340,8 @@ class RerankOp(OpTraits):
         # rank-derived scores: strictly decreasing within each query, exact in float32
         position = np.arange(len(flat)) - np.repeat(offsets[:-1], np.diff(offsets))
         ranked = (np.float32(1 << 20) - position).astype(np.float32)
-        return Pool(hits.take(offsets, flat, ranked), pool.chunk_result)
+        return Pool(hits.take(offsets, flat, ranked), pool.chunk_result,
+                    **pool.statuses(lost=scores.incomplete))
 
 
 def rerank_nodes(reranker: Reranker, pool: Node, chunk: Node, data: Node, *, label: str,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -103,6 +103,20 @@ class Pool:
     #: per query without a ranking, why (``failed`` / ``timeout`` / ``invalid``: a served
     #: system's request did not complete); its retrieval metrics carry that status
     incomplete: Mapping[str, str] | None = field(default=None, kw_only=True)
+
+    def statuses(self, *others: Pool, lost: Mapping[str, str] | None = None
+                 ) -> dict[str, Any]:
+        """The per-query statuses a pool made from this one (and ``others``: a fusion's
+        second input) carries, as keyword arguments of ``Pool``: a query without a ranking
+        upstream has none downstream either, never a ranking of what was left; ``lost``
+        adds this stage's own (a rerank request that failed)."""
+        merged: dict[str, str] = {}
+        for p in (self, *others):
+            for q, st in (p.incomplete or {}).items():
+                merged.setdefault(q, st)
+        for q, st in (lost or {}).items():
+            merged.setdefault(q, st)
+        return {"query_status": self.query_status, "incomplete": merged or None}
 
 
 def order_key(doc_ids: Sequence[str]) -> np.ndarray:

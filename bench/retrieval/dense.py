@@ -83,6 +83,7 @@ class DenseRetriever:
         n_q = len(query_vectors)
         ids = np.full((n_q, depth), -1, dtype=np.int64)
         scores = np.full((n_q, depth), -np.inf, dtype=np.float32)
+        lost: dict[int, str] = {}  # rows a database server did not answer
         if self.latency_mode in ("batch", "both"):
             for b0 in tqdm(range(0, n_q, self.batch_size), desc="search batches", leave=False):
                 q = query_vectors[b0 : b0 + self.batch_size]
@@ -90,6 +91,7 @@ class DenseRetriever:
                     res = index.search(q, depth, params)
                 ids[b0 : b0 + len(q)] = res.ids
                 scores[b0 : b0 + len(q)] = res.scores
+                lost.update((b0 + r, st) for r, st in res.incomplete.items())
         if self.latency_mode in ("single", "both"):
             rows = [query_vectors[i : i + 1] for i in range(n_q)]
             keep = self.latency_mode == "single"
@@ -102,10 +104,14 @@ class DenseRetriever:
                 if sync_cuda:
                     cuda_sync()
                 ms = (clock() - t0) * 1000.0
+                if 0 in res.incomplete:  # no answer: no latency sample either
+                    if keep:
+                        lost[i] = res.incomplete[0]
+                    continue
                 timing.add("query", 1, ms, None if query_ids is None else query_ids[i])
                 if keep:
                     ids[i], scores[i] = res.ids[0], res.scores[0]
-        return SearchResult(ids=ids, scores=scores)
+        return SearchResult(ids=ids, scores=scores, incomplete=lost)
 
     def fold(self, result: SearchResult, chunk_doc: np.ndarray, id_key: np.ndarray) -> Hits:
         return fold_chunks(result, chunk_doc, id_key, k=self.k)

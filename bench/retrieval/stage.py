@@ -12,10 +12,19 @@ import numpy as np
 from bench.chunking.base import ChunkTable
 from bench.data.base import Dataset
 from bench.embedding.stage import Embeddings
+from bench.errors import ServiceError
 from bench.index.base import SearchResult
 from bench.index.stage import ANN_COLUMNS, IndexArtifact, IndexOp, load_search, save_search
 from bench.pipeline.lanes import ConfigKind, PlanState, label_of, lane, params_label
-from bench.pipeline.node import Node, OneQuery, OpTraits, Phase, QueryTimer
+from bench.pipeline.node import (
+    Node,
+    OneQuery,
+    OpTraits,
+    Phase,
+    QueryTimer,
+    mark_incomplete,
+    read_incomplete,
+)
 from bench.retrieval.base import Hits, Pool, Retriever, order_key
 from bench.telemetry.base import StageTiming, TimingLog, stage_timer
 
@@ -62,6 +71,15 @@ class RetrieveOp(OpTraits):
             index.built, np.asarray(queries.vectors), self.query_params, n_chunks=len(chunks),
             timing=timing, sync_cuda=self.device == "cuda",
             query_ids=[q.query_id for q in dataset.queries])
+        # a query without a vector (its embedding request failed) or without an answer from
+        # the database keeps that status and no ranking: never a ranking of a zero vector
+        qids = [q.query_id for q in dataset.queries]
+        lost = dict(queries.incomplete)
+        lost.update((qids[r], st) for r, st in result.incomplete.items() if qids[r] not in lost)
+        if lost:
+            rows = [i for i, q in enumerate(qids) if q in lost]
+            result.ids[rows] = -1
+            result.scores[rows] = -np.inf
         id_key = order_key(dataset.doc_ids)
         # post-processing is its own stage: the search samples time the index alone
         with stage_timer() as elapsed:
@@ -72,16 +90,24 @@ class RetrieveOp(OpTraits):
         cols = min(ANN_COLUMNS, result.ids.shape[1])
         save_search(SearchResult(result.ids[:, :cols], result.scores[:, :cols]), directory,
                     "chunks")
+        if lost:
+            mark_incomplete(directory, lost, f"{len(lost)} of {len(qids)} queries without a "
+                                             "vector or a search answer")
 
     def load(self, directory: Path, inputs: RetrieveInputs) -> Pool:
         return Pool(Hits.load(directory / "hits.parquet", len(inputs.data.queries)),
-                    load_search(directory, "chunks"))
+                    load_search(directory, "chunks"),
+                    incomplete=read_incomplete(directory) or None)
 
     def run_one(self, inputs: RetrieveInputs, query: OneQuery, timer: QueryTimer) -> Pool:
         depth = self.retriever.depth(len(inputs.chunks))
         vec = np.asarray(inputs.queries.vectors)
         res = timer.time(RETRIEVE_STAGE,
                          lambda: inputs.index.built.search(vec, depth, self.query_params))
+        if res.incomplete:  # one request, no answer: the caller (a served chain) fails it
+            raise ServiceError(f"index {type(inputs.index.built).__name__}: the search was "
+                               f"not answered ({res.incomplete[0]}); the log names the "
+                               "endpoint")
         hits = timer.time(FOLD_STAGE, lambda: self.retriever.fold(res, inputs.chunks.doc_idx,
                                                                   query.id_key))
         return Pool(hits, res)

@@ -92,3 +92,52 @@ def test_backend_runs_the_pipeline(backend: str, root: Path, compose_cfg) -> Non
         assert got.hits.for_query(0)[0].tolist() == docs.tolist()
         np.testing.assert_allclose(got.hits.for_query(0)[1], scores, rtol=1e-5)
         assert timer.ms["retrieve"] > 0
+
+
+@pytest.mark.slow
+def test_a_database_stopped_mid_run_fails_its_queries_and_resumes(
+        root: Path, compose_cfg, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """PostgreSQL stops under the run after 10 searches: the queries it never answered are
+    ``failed`` (no value, counted), the others scored, the search is not cached; the rerun
+    (bench starts the server again) searches again and scores every query, the answered ones
+    with the same values."""
+    from bench.index import pgvector as pg
+    from bench.pipeline.run import run
+
+    folder, cache = root / "pg-dying", root / "cache-dying"
+    cfg = compose_cfg(["dataset=synthetic", f"cache_dir={cache}", "index=pgvector_hnsw",
+                       "index.query_params=[{ef_search: 100}]", f"index.data_dir={folder}",
+                       "retriever.latency_mode=batch", "metrics.bootstrap_resamples=200",
+                       "latency.interleave=false"])
+    one, calls = pg.PgvectorBuiltIndex._one, [0]
+
+    def dying(self, *args):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        if calls[0] == 11:  # the server stops (bench's record of it stays: a crash)
+            pg._HANDLES[str(folder.resolve())].cleanup()
+        return one(self, *args)
+
+    monkeypatch.setattr(pg.PgvectorBuiltIndex, "_one", dying)
+    try:
+        first = run(cfg, root / "run-dying-1")
+    finally:
+        monkeypatch.undo()
+        stop_managed_server(str(folder))
+    assert first.exit_code == 0
+    rows = {(r["query_id"], r["metric"]): (r["status"], r["value"])
+            for r in pq.read_table(first.run_dir / "per_query.parquet").to_pylist()}
+    ndcg = {q: v for (q, m), v in rows.items() if m == "ndcg@10"}
+    failed = [q for q, (st, _) in ndcg.items() if st == "failed"]
+    assert len(failed) == len(ndcg) - 10 and all(ndcg[q][1] is None for q in failed)
+    assert len(list((cache / "retrieve").glob("*/*/_meta.json"))) == 0  # not cached
+    try:
+        second = run(cfg, root / "run-dying-2")
+    finally:
+        stop_managed_server(str(folder))
+    again = {(r["query_id"], r["metric"]): (r["status"], r["value"])
+             for r in pq.read_table(second.run_dir / "per_query.parquet").to_pylist()}
+    assert all(st == "scored" for st, _ in again.values())
+    for key, (st, v) in rows.items():
+        if st == "scored":
+            assert again[key] == (st, v)
+    assert len(list((cache / "retrieve").glob("*/*/_meta.json"))) == 1
