@@ -85,6 +85,9 @@ def main() -> None:
     ap.add_argument("--milvus-uri", default=None,
                     help="a Milvus server (http://host:19530): Milvus HNSW and IVF_FLAT rows on "
                          "it instead of Milvus Lite; token from $MILVUS_TOKEN when set")
+    ap.add_argument("--qdrant-url", default=None,
+                    help="a Qdrant server (http://host:6333): Qdrant HNSW rows (hnsw_ef = --ef); "
+                         "API key from $QDRANT_API_KEY when set")
     ap.add_argument("--answers", type=int, default=0,
                     help="answer N answerable queries per engine row (0: no answers)")
     ap.add_argument("--answer-selectivities", default="0.1,0.01",
@@ -194,6 +197,8 @@ def main() -> None:
                        "memory": f"process RSS +{_mb(_rss() - rss0)} MB"})
         if not a.no_milvus:
             _milvus_rows(a, x, attrs, root, run_rows, builds)
+        if a.qdrant_url:
+            _qdrant_rows(a, x, attrs, root, run_rows, builds)
         # a restart on the existing data folder (no initdb): what a later run pays
         stop_managed_server(str(pg_dir))
         from bench.index.pgvector import managed_server
@@ -267,6 +272,23 @@ def _milvus_rows(a: Any, x: np.ndarray, attrs: dict[str, np.ndarray], root: Path
             "load_s": built.load_s, "start_s": None if srv is None else srv.start_s,
             "memory": "–" if srv is None else
             f"server PSS {_mb(mem['pss_bytes'])} MB (RSS {_mb(mem['rss_bytes'])} MB)"})
+
+
+def _qdrant_rows(a: Any, x: np.ndarray, attrs: dict[str, np.ndarray], root: Path,
+                 run_rows: Any, builds: list[dict[str, Any]]) -> None:
+    """Qdrant HNSW (hnsw_ef = --ef) on the --qdrant-url server (never the client's local mode:
+    that is a brute force, not the Qdrant engine)."""
+    from bench.index.qdrant import QdrantIndex
+
+    key_env = "QDRANT_API_KEY" if os.environ.get("QDRANT_API_KEY") else None
+    idx = QdrantIndex(url=a.qdrant_url, api_key_env=key_env, data_dir=str(root / "qdrant"))
+    t0 = time.perf_counter()
+    built, info = idx.build_with_attributes(x, attrs)
+    wall = time.perf_counter() - t0
+    run_rows("qdrant HNSW", built, {"hnsw_ef": a.ef}, False)
+    builds.append({"backend": "qdrant HNSW (m=16, ef_construct=64)", "build_s": info.build_s,
+                   "build_wall_s": wall, "disk_bytes": info.index_bytes,
+                   "connect_s": built.connect_s, "start_s": None, "memory": "–"})
 
 
 def _stop_milvus() -> None:

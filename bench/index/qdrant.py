@@ -131,8 +131,8 @@ class QdrantBuiltIndex:
         scores = np.full((n_q, k), MISSING_SCORE, dtype=np.float32)
         errors = _errors()
         for i in range(n_q):
-            filt = None if values is None else models.Filter(must=[models.FieldCondition(
-                key=column, match=models.MatchValue(value=int(values[i])))])
+            filt = None if values is None or column is None else models.Filter(must=[
+                models.FieldCondition(key=column, match=models.MatchValue(value=int(values[i])))])
             try:
                 got = self._client.query_points(self.name, query=q[i].tolist(), limit=k,
                                                 query_filter=filt, search_params=sp,
@@ -269,7 +269,7 @@ class QdrantIndex:
                 warnings.filterwarnings("ignore", message="Failed to obtain server version")
                 client = qdrant_client.QdrantClient(url=url, api_key=key,
                                                     timeout=max(1, int(self.timeout_s)))
-            client.get_collections()  # the constructor does not connect
+                client.get_collections()  # the constructor does not connect
         except Exception as exc:  # httpx / grpc / ResponseHandlingException: all one line
             raise ConfigError("index.url", f"cannot use Qdrant at {url}: "
                                            f"{_last_line(exc)}") from None
