@@ -343,11 +343,12 @@ def _answers(a: Any, cfg: Any, comps: Any, dataset: Any, chunks: Any, x: np.ndar
     return out, line
 
 
-def _ci(d: Any) -> str:
+def _ci(d: Any, n_queries: int) -> str:
     if d.delta is None:
         return "–"
+    n = "" if d.n == n_queries else f" (n={d.n})"
     return (f"{d.exact_mean:.3f} → {d.mean:.3f}, Δ {d.delta:+.3f} "
-            f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]")
+            f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]{n}")
 
 
 def _answers_markdown(damage: list[Any], memo_line: str) -> str:
@@ -361,8 +362,9 @@ def _answers_markdown(damage: list[Any], memo_line: str) -> str:
     for r in damage:
         out.append(f"| {r.backend} | {r.params} | {r.selectivity * 100:g} % | {r.n_queries} | "
                    f"{r.n_context_changed} | {r.n_answer_changed} | {r.n_failed} | "
-                   f"{_ci(r.delta('token_f1'))} | {_ci(r.delta('answer_correct'))} | "
-                   f"{_ci(r.delta('claims_coverage'))} |")
+                   f"{_ci(r.delta('token_f1'), r.n_queries)} | "
+                   f"{_ci(r.delta('answer_correct'), r.n_queries)} | "
+                   f"{_ci(r.delta('claims_coverage'), r.n_queries)} |")
     return "\n".join(out) + "\n"
 
 
