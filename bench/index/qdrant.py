@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import time
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -265,11 +264,12 @@ class QdrantIndex:
                                                     f"{_last_line(exc)}") from None
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         try:
-            with warnings.catch_warnings():  # an unreachable server: the one line below says it
-                warnings.filterwarnings("ignore", message="Failed to obtain server version")
-                client = qdrant_client.QdrantClient(url=url, api_key=key,
-                                                    timeout=max(1, int(self.timeout_s)))
-                client.get_collections()  # the constructor does not connect
+            # check_compatibility=False: the client's own check runs in a thread and warns on
+            # stderr after the fact for an unreachable server; the line below says it instead
+            client = qdrant_client.QdrantClient(url=url, api_key=key,
+                                                timeout=max(1, int(self.timeout_s)),
+                                                check_compatibility=False)
+            client.get_collections()  # the constructor does not connect
         except Exception as exc:  # httpx / grpc / ResponseHandlingException: all one line
             raise ConfigError("index.url", f"cannot use Qdrant at {url}: "
                                            f"{_last_line(exc)}") from None
