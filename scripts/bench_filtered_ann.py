@@ -85,6 +85,11 @@ def main() -> None:
     ap.add_argument("--milvus-uri", default=None,
                     help="a Milvus server (http://host:19530): Milvus HNSW and IVF_FLAT rows on "
                          "it instead of Milvus Lite; token from $MILVUS_TOKEN when set")
+    ap.add_argument("--milvus-embedded", action="store_true",
+                    help="start a Milvus standalone server from the `milvus` wheel (embedded "
+                         "Milvus 2.3: pip install milvus) for the --milvus-uri rows; stop it after")
+    ap.add_argument("--milvus-only", action="store_true",
+                    help="only the Milvus rows (and their answers): no faiss, pgvector, LanceDB")
     ap.add_argument("--qdrant-url", default=None,
                     help="a Qdrant server (http://host:6333): Qdrant HNSW rows (hnsw_ef = --ef); "
                          "API key from $QDRANT_API_KEY when set")
@@ -156,62 +161,76 @@ def main() -> None:
                   f"short {r.short_share:.3f} unauth {r.unauthorized} p50 {r.p50_ms:.2f} ms "
                   f"{plan_txt}")
 
+    embedded = None
+    if a.milvus_embedded:
+        from milvus import default_server as embedded  # the `milvus` wheel: Milvus standalone
+
+        embedded.set_base_dir(str(root / "milvus-server"))
+        t0 = time.perf_counter()
+        embedded.start()
+        a.milvus_uri = f"http://127.0.0.1:{embedded.listen_port}"
+        print(f"  embedded Milvus standalone started in {time.perf_counter() - t0:.2f} s at "
+              f"{a.milvus_uri}")
     try:
-        # faiss HNSW (conf/index/hnsw.yaml's graph) with an IDSelector
-        rss0 = _rss()
-        fa, info = sel.build_faiss_hnsw(x, attrs)
-        run_rows("faiss HNSW32 (IDSelector)", fa, {"ef_search": a.ef}, False)
-        builds.append({"backend": "faiss HNSW32", "build_s": info.build_s,
-                       "disk_bytes": info.index_bytes, "connect_s": None, "start_s": None,
-                       "memory": f"process RSS +{_mb(_rss() - rss0)} MB"})
-        # pgvector: one server for both methods, started here
-        for method, knob in (("hnsw", {"ef_search": a.ef}), ("ivfflat", {"probes": a.probes})):
-            idx = PgvectorIndex(method=method, data_dir=str(pg_dir))
-            t0 = time.perf_counter()
-            built, info = idx.build_with_attributes(x, attrs)
-            wall = time.perf_counter() - t0
-            name = f"pgvector {method}"
-            run_rows(f"{name} (planner)", built, dict(knob), True)
-            run_rows(f"{name} (index forced)", built, {**knob, "force_index": 1}, True)
-            mem = built.server_memory()
-            srv = built.server
-            builds.append({
-                "backend": f"{name} ({'m=16, ef_construction=64' if method == 'hnsw' else f'lists={idx.resolve_lists(len(x))}'})",  # noqa: E501
-                "build_s": info.build_s, "build_wall_s": wall, "disk_bytes": info.index_bytes,
-                "ann_index_bytes": built.sizes()["ann_index_bytes"],
-                "connect_s": built.connect_s,
-                "start_s": None if srv is None else srv.start_s,
-                "initdb": None if srv is None else srv.initialised,
-                "memory": f"server PSS {_mb(mem['pss_bytes'])} MB (RSS sum "
-                          f"{_mb(mem['rss_bytes'])} MB)"})
-        # LanceDB, embedded
-        rss0 = _rss()
-        li = LanceIndex(data_dir=str(root / "lancedb"))
-        built_l, info = li.build_with_attributes(x, attrs)
-        run_rows("lancedb IVF_HNSW_SQ (prefilter)", built_l, {"ef": a.ef}, False)
-        run_rows("lancedb IVF_HNSW_SQ (postfilter)", built_l, {"ef": a.ef, "postfilter": 1},
-                 False)
-        builds.append({"backend": "lancedb IVF_HNSW_SQ (1 partition, m=16, ef_construction=64)",
-                       "build_s": info.build_s, "disk_bytes": info.index_bytes,
-                       "connect_s": built_l.connect_s, "start_s": None,
-                       "memory": f"process RSS +{_mb(_rss() - rss0)} MB"})
+        if not a.milvus_only:
+            # faiss HNSW (conf/index/hnsw.yaml's graph) with an IDSelector
+            rss0 = _rss()
+            fa, info = sel.build_faiss_hnsw(x, attrs)
+            run_rows("faiss HNSW32 (IDSelector)", fa, {"ef_search": a.ef}, False)
+            builds.append({"backend": "faiss HNSW32", "build_s": info.build_s,
+                           "disk_bytes": info.index_bytes, "connect_s": None, "start_s": None,
+                           "memory": f"process RSS +{_mb(_rss() - rss0)} MB"})
+            # pgvector: one server for both methods, started here
+            for method, knob in (("hnsw", {"ef_search": a.ef}), ("ivfflat", {"probes": a.probes})):
+                idx = PgvectorIndex(method=method, data_dir=str(pg_dir))
+                t0 = time.perf_counter()
+                built, info = idx.build_with_attributes(x, attrs)
+                wall = time.perf_counter() - t0
+                name = f"pgvector {method}"
+                run_rows(f"{name} (planner)", built, dict(knob), True)
+                run_rows(f"{name} (index forced)", built, {**knob, "force_index": 1}, True)
+                mem = built.server_memory()
+                srv = built.server
+                builds.append({
+                    "backend": f"{name} ({'m=16, ef_construction=64' if method == 'hnsw' else f'lists={idx.resolve_lists(len(x))}'})",  # noqa: E501
+                    "build_s": info.build_s, "build_wall_s": wall, "disk_bytes": info.index_bytes,
+                    "ann_index_bytes": built.sizes()["ann_index_bytes"],
+                    "connect_s": built.connect_s,
+                    "start_s": None if srv is None else srv.start_s,
+                    "initdb": None if srv is None else srv.initialised,
+                    "memory": f"server PSS {_mb(mem['pss_bytes'])} MB (RSS sum "
+                              f"{_mb(mem['rss_bytes'])} MB)"})
+            # LanceDB, embedded
+            rss0 = _rss()
+            li = LanceIndex(data_dir=str(root / "lancedb"))
+            built_l, info = li.build_with_attributes(x, attrs)
+            run_rows("lancedb IVF_HNSW_SQ (prefilter)", built_l, {"ef": a.ef}, False)
+            run_rows("lancedb IVF_HNSW_SQ (postfilter)", built_l, {"ef": a.ef, "postfilter": 1},
+                     False)
+            builds.append({"backend": "lancedb IVF_HNSW_SQ (1 partition, m=16, ef_construction=64)",
+                           "build_s": info.build_s, "disk_bytes": info.index_bytes,
+                           "connect_s": built_l.connect_s, "start_s": None,
+                           "memory": f"process RSS +{_mb(_rss() - rss0)} MB"})
         if not a.no_milvus:
             _milvus_rows(a, x, attrs, root, run_rows, builds)
         if a.qdrant_url:
             _qdrant_rows(a, x, attrs, root, run_rows, builds)
-        # a restart on the existing data folder (no initdb): what a later run pays
-        stop_managed_server(str(pg_dir))
-        from bench.index.pgvector import managed_server
+        if not a.milvus_only:
+            # a restart on the existing data folder (no initdb): what a later run pays
+            stop_managed_server(str(pg_dir))
+            from bench.index.pgvector import managed_server
 
-        restart = managed_server(str(pg_dir)).start_s
-        for b in builds:
-            if b["backend"].startswith("pgvector"):
-                b["restart_s"] = restart
+            restart = managed_server(str(pg_dir)).start_s
+            for b in builds:
+                if b["backend"].startswith("pgvector"):
+                    b["restart_s"] = restart
     finally:
         stop_managed_server(str(pg_dir))
         if not a.keep_server:
             shutil.rmtree(pg_dir, ignore_errors=True)
         _stop_milvus()
+        if embedded is not None:
+            embedded.stop()
 
     damage: list[Any] = []
     memo_line = ""
