@@ -161,10 +161,11 @@ def main() -> None:
                   f"short {r.short_share:.3f} unauth {r.unauthorized} p50 {r.p50_ms:.2f} ms "
                   f"{plan_txt}")
 
-    embedded = None
+    embedded: Any = None
     if a.milvus_embedded:
-        from milvus import default_server as embedded  # the `milvus` wheel: Milvus standalone
+        import milvus  # the `milvus` wheel: an embedded Milvus standalone
 
+        embedded = milvus.default_server
         embedded.set_base_dir(str(root / "milvus-server"))
         t0 = time.perf_counter()
         embedded.start()
