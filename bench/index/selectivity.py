@@ -23,7 +23,8 @@ Per (engine, query setting, selectivity), over the queries (``SelectivityRow``):
   what a perfect engine with this k still misses); ``doc_false_exclusion_rate`` per document;
 - p50 / p95 / p99 of one request (one call, one query), with n.
 
-Answer-level damage (generation on the filtered pools) is not computed here.
+Answer-level damage (answers generated from these filtered results, paired against answers
+from the exact filtered results) is ``bench.index.filtered_answers``.
 """
 
 from __future__ import annotations
@@ -174,12 +175,11 @@ def percentiles(ms: Sequence[float]) -> tuple[float, float, float]:
             float(np.percentile(a, 99)))
 
 
-def measure(backend: str, index: FilteredSearch, params: Mapping[str, int | float],
-            vectors: np.ndarray, queries: np.ndarray, wl: FilterWorkload, k: int,
-            gold: Sequence[np.ndarray], chunk_doc: np.ndarray, *, plan: str = "",
-            warmup: int = 5) -> SelectivityRow:
-    """One table row: each query sent alone (timed around the call), then the figures of the
-    module docstring against ``exact_filtered``."""
+def timed_search(index: FilteredSearch, params: Mapping[str, int | float],
+                 queries: np.ndarray, wl: FilterWorkload, k: int, *, warmup: int = 5
+                 ) -> tuple[SearchResult, list[float]]:
+    """Each query sent alone (timed around the call, after ``warmup`` untimed calls): the
+    filtered results and the per-request milliseconds."""
     n_q = len(queries)
     ids = np.full((n_q, k), -1, dtype=np.int64)
     scores = np.full((n_q, k), -np.inf, dtype=np.float32)
@@ -194,7 +194,16 @@ def measure(backend: str, index: FilteredSearch, params: Mapping[str, int | floa
         res = index.search_where(q1, k, params, column=wl.column, values=v1)
         ms.append((clock() - t0) * 1000.0)
         ids[i], scores[i] = res.ids[0], res.scores[0]
-    got = SearchResult(ids, scores)
+    return SearchResult(ids, scores), ms
+
+
+def score_row(backend: str, params: Mapping[str, int | float], got: SearchResult,
+              ms: Sequence[float], vectors: np.ndarray, queries: np.ndarray,
+              wl: FilterWorkload, k: int, gold: Sequence[np.ndarray], chunk_doc: np.ndarray,
+              *, plan: str = "") -> SelectivityRow:
+    """The figures of the module docstring for ``got`` against ``exact_filtered``."""
+    n_q = len(queries)
+    ids = got.ids
     exact = exact_filtered(vectors, queries, wl, k)
     rec = filtered_recall(got, exact, vectors, queries, k, wl)
     want = np.minimum(k, np.asarray([len(wl.eligible(i)) for i in range(n_q)]))
@@ -216,6 +225,17 @@ def measure(backend: str, index: FilteredSearch, params: Mapping[str, int | floa
         false_exclusion_rate=fe_q, exact_false_exclusion_rate=ex_q,
         doc_false_exclusion_rate=fe_d, n_gold_queries=n_gold,
         p50_ms=p50, p95_ms=p95, p99_ms=p99, plan=plan)
+
+
+def measure(backend: str, index: FilteredSearch, params: Mapping[str, int | float],
+            vectors: np.ndarray, queries: np.ndarray, wl: FilterWorkload, k: int,
+            gold: Sequence[np.ndarray], chunk_doc: np.ndarray, *, plan: str = "",
+            warmup: int = 5) -> SelectivityRow:
+    """One table row: each query sent alone (timed around the call), then the figures of the
+    module docstring against ``exact_filtered``."""
+    got, ms = timed_search(index, params, queries, wl, k, warmup=warmup)
+    return score_row(backend, params, got, ms, vectors, queries, wl, k, gold, chunk_doc,
+                     plan=plan)
 
 
 # ------------------------------------------------------------------ faiss, for comparison

@@ -24,6 +24,8 @@ REQUIRED = {
     ("embedder", "onnx"): ["embedder.model=packaged:all-MiniLM-L6-v2-int8"],
     ("embedder", "openai_http"): ["embedder.base_url=http://127.0.0.1:9/v1"],
     ("reranker", "http"): ["reranker.base_url=http://127.0.0.1:9/v1"],
+    ("index", "milvus_hnsw"): ["index.uri=http://127.0.0.1:9", "index.timeout_s=2"],
+    ("index", "qdrant_hnsw"): ["index.url=http://127.0.0.1:9", "index.timeout_s=2"],
 }
 # Options that need hardware or packages this machine may lack; building them must then fail
 # with a one-line BenchError, never a traceback.
@@ -32,7 +34,10 @@ HARDWARE = {("telemetry", "nvml")}
 # REQUIRED placeholder above, building them must fail with a ConfigError naming this key.
 LOCAL_FILES = {("reranker", "flashrank"): "reranker.cache_dir",
                ("system", "imported"): "system.path",
-               ("iterative", "supplied"): "iterative.path"}
+               ("iterative", "supplied"): "iterative.path",
+               # a server that must answer when the option is built (nothing listens on :9)
+               ("index", "milvus_hnsw"): "index.uri",
+               ("index", "qdrant_hnsw"): "index.url"}
 # Options whose package lives in an optional extra; without it building fails in one line.
 EXTRAS = {("generator", "vllm"): "vllm"}
 

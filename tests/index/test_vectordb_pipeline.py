@@ -4,6 +4,7 @@ and a second run that loads the cached build (the same numbers)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -25,6 +26,8 @@ from bench.retrieval.stage import RetrieveOp
 BACKENDS = {
     "pgvector_hnsw": ["index.query_params=[{ef_search: 10}, {ef_search: 100}]"],
     "lancedb": ["index.query_params=[{ef: 100}, {ef: 200}]"],
+    # Milvus Lite (a real Milvus server process; it searches exactly: bench/index/milvus.py)
+    "milvus_ivf": ["index.query_params=[{nprobe: 1}, {nprobe: 8}]"],
 }
 
 
@@ -38,6 +41,10 @@ def root() -> Iterator[Path]:
         yield d
     finally:
         stop_managed_server(str(d / "pg"))
+        if importlib.util.find_spec("pymilvus") is not None:
+            from bench.index.milvus import stop_lite
+
+            stop_lite()
         shutil.rmtree(d, ignore_errors=True)
 
 
@@ -49,6 +56,8 @@ def _rows(run_dir: Path) -> list[tuple[str, str, str, float]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
 def test_backend_runs_the_pipeline(backend: str, root: Path, compose_cfg) -> None:  # type: ignore[no-untyped-def]
+    if backend.startswith("milvus"):
+        pytest.importorskip("pymilvus")
     from bench.cache.store import ArtifactStore
     from bench.pipeline.components import build_components
     from bench.pipeline.executor import Executor
@@ -57,7 +66,8 @@ def test_backend_runs_the_pipeline(backend: str, root: Path, compose_cfg) -> Non
     from bench.telemetry.basic import BasicTelemetry
 
     cache = root / f"cache-{backend}"
-    data = {"pgvector_hnsw": root / "pg", "lancedb": root / "lance"}[backend]
+    data = {"pgvector_hnsw": root / "pg", "lancedb": root / "lance",
+            "milvus_ivf": root / "milvus"}[backend]
     cfg = compose_cfg(["dataset=synthetic", f"cache_dir={cache}", f"index={backend}",
                        *BACKENDS[backend], f"index.data_dir={data}",
                        "metrics.bootstrap_resamples=200", "latency.interleave=false"])
