@@ -169,7 +169,8 @@ def _feedback(pool: Pool, chunks: ChunkTable, q: int, depth: int
 
 
 class _Expands(Protocol):
-    lexical: LexicalIndex
+    @property
+    def lexical(self) -> LexicalIndex: ...
 
     def expansion(self, inputs: Any, q: int, text: str) -> list[tuple[str, float]]: ...
 
@@ -615,9 +616,11 @@ def expand_lexical(s: PlanState) -> PlanState:
             continue
         for name, rw in lexical.items():
             label = f"{c.label}>{name}"
-            node = (Node.of(Bo1RewriteOp(rw, lex), label, stats=stats, **feedback)
-                    if isinstance(rw, Bo1Rewriter) and stats is not None
-                    else Node.of(LexicalRewriteOp(rw, lex), label, **feedback))
+            if isinstance(rw, Bo1Rewriter):
+                assert stats is not None
+                node = Node.of(Bo1RewriteOp(rw, lex), label, stats=stats, **feedback)
+            else:
+                node = Node.of(LexicalRewriteOp(rw, lex), label, **feedback)
             out.append(lane(label, ConfigKind.LEXICAL, node,
                             {**c.params, "rewriter": name, **rw.cache_params()},
                             parent_id=c.config_id))
