@@ -7,8 +7,9 @@ Per pair (one-shot config, its iterative twin) on the same corpus, queries and b
   documents it saw (one-shot: its pool; iterative: every turn's documents), paired here with
   the same bootstrap and sign-flip test;
 - answers, where a generator runs on both pools: ``answer_correct`` and ``token_f1`` (and the
-  judges' ``citation_precision`` / ``citation_recall`` when judged), paired on the queries
-  both answered;
+  citation judge's ``citation_precision`` / ``citation_recall`` when judged), paired on the
+  queries both scored; a metric with fewer than 2 such queries shows each pool's own mean
+  and n (citation precision is defined only for an answer that cites);
 - cost: searches, query tokens and loop milliseconds per query, the interleaved latency
   pass's end-to-end p50 / p95 of both, and how many queries each stop ended (a budget's stop
   is ``budget_exhausted``);
@@ -62,6 +63,15 @@ def coverage(evidence: Sequence[np.ndarray], gold: Sequence[np.ndarray]) -> np.n
         if len(g):
             out[i] = len(np.intersect1d(np.asarray(ev, np.int64), g)) / len(g)
     return out
+
+
+def _own(scores: ConfigScores, metric: str) -> tuple[float | None, int]:
+    """(mean, n) of ``metric`` over the queries ``scores`` valued it on (None, 0: none)."""
+    if metric not in scores.values:
+        return None, 0
+    ok = scores.valued(metric)
+    n = int(ok.sum())
+    return (float(np.asarray(scores.values[metric], np.float64)[ok].mean()) if n else None), n
 
 
 def _answers_of(done: Executed, leaf_key: str) -> ConfigScores | None:
@@ -132,9 +142,16 @@ def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
         ans_one = _answers_of(done, parent.spec.leaf.key)
         ans_it = _answers_of(done, it.spec.leaf.key)
         answer: dict[str, PairedComparison | None] = {}
+        # per answer metric the run scores: (mean, n) of each pool on its own scored
+        # queries, and how many queries both scored (a judge's metric may apply to few:
+        # citation precision only where an answer cites)
+        answer_n: dict[str, tuple[float | None, int, float | None, int, int]] = {}
         if ans_one is not None and ans_it is not None:
             for metric in ANSWER_METRICS:
+                if metric not in ans_one.values and metric not in ans_it.values:
+                    continue
                 a, b, _ = paired(ans_one, ans_it, metric)
+                answer_n[metric] = (*_own(ans_one, metric), *_own(ans_it, metric), len(a))
                 if len(a) > 1:
                     answer[metric] = paired_compare(a, b, resamples=m.bootstrap_resamples,
                                                     seed=done.settings.seed,
@@ -163,10 +180,15 @@ def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
         mean_it = float(np.nanmean(cov_it)) if has.any() else None
         lines.append(f"| evidence coverage of gold | {_f(mean_one)} | {_f(mean_it)} | "
                      f"{_delta(cov_cmp)} |")
-        for metric, pc in answer.items():
-            lines.append(f"| {metric} (answers) | {_f(None if pc is None else pc.mean_a)} | "
-                         f"{_f(None if pc is None else pc.mean_b)} | {_delta(pc)} |")
-        if not answer:
+        for metric, (mean_a, n_a, mean_b, n_b, n_pair) in answer_n.items():
+            pc = answer.get(metric)
+            if pc is not None:
+                lines.append(f"| {metric} (answers) | {_f(pc.mean_a)} | {_f(pc.mean_b)} | "
+                             f"{_delta(pc)} |")
+            else:  # too few queries scored on both for a paired CI: each pool's own mean
+                lines.append(f"| {metric} (answers) | {_f(mean_a)} (n={n_a}) | "
+                             f"{_f(mean_b)} (n={n_b}) | {n_pair} paired: no CI |")
+        if not answer_n:
             lines.append("| answers | - | - | no generator on both pools (generation.kinds) |")
         lines += [f"| searches per query (mean) | 1 | {calls.mean():.2f} | |",
                   f"| query tokens per query (mean) | {first_tokens.mean():.1f} | "
@@ -212,6 +234,8 @@ def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
             "loop_ms_mean": float(loop_ms.mean()),
             "evidence_coverage": {"one_shot": mean_one, "iterative": mean_it},
             "answers": {k: None if v is None else v.__dict__ for k, v in answer.items()},
+            "answers_scored": {k: {"one_shot": v[1], "iterative": v[3], "paired": v[4]}
+                               for k, v in answer_n.items()},
             "categories": per_cat})
     write_records(rows, schema.ITERATIONS, run_dir / TABLE, done.run_id)
     return StageReport("iterative", (TABLE,), tuple(lines), manifest)

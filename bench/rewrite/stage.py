@@ -8,6 +8,8 @@ with it), so filters, rerankers and answers apply to it like to any other config
   -> rewritten query vectors; ``LABEL>rocchio`` searches them with the run's retriever.
 - ``LexicalRewriteOp`` (RM3, lexical): (the BM25 pool, the index, chunks) -> the expanded
   weighted query searched again on the same BM25 index: ``bm25>rm3``.
+- ``Bo1RewriteOp`` (Bo1, lexical): the same, with the index's collection statistics
+  (``CollectionStatsOp``, an index-time artifact counted once): ``bm25>bo1``.
 - ``GenerateRewritesOp`` (HyDE, multi-query): the generator's texts per query, cached as an
   artifact keyed by generator identity, prompt, n, temperature, seed (a sweep downstream
   never regenerates); ``HyDEVectorsOp`` turns them into one query vector searched by the
@@ -22,11 +24,12 @@ report's rewrite table).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +49,7 @@ from bench.pipeline.node import Node, OneQuery, OpTraits, Phase, QueryTimer
 from bench.retrieval.base import Hits, Pool, Retriever, fold_chunks, order_key, trec_order
 from bench.retrieval.stage import FOLD_STAGE, RETRIEVE_STAGE, RetrieveOp
 from bench.rewrite.base import VectorRewriter
+from bench.rewrite.bo1 import Bo1Rewriter, CollectionStats
 from bench.rewrite.generative import HyDERewriter, MultiQueryRewriter
 from bench.rewrite.rm3 import RM3Rewriter
 from bench.rewrite.suite import RewriterSuite
@@ -55,6 +59,8 @@ log = logging.getLogger("bench")
 
 #: the latency stage of rewriting one query
 REWRITE_STAGE = "rewrite"
+#: rewriters of the lexical lane (the others rewrite dense configs)
+LEXICAL_REWRITERS = (RM3Rewriter, Bo1Rewriter)
 
 
 @dataclass(frozen=True)
@@ -131,14 +137,8 @@ class LexicalRewriteOp(OpTraits):
     def expansion(self, inputs: LexicalRewriteInputs, q: int, text: str
                   ) -> list[tuple[str, float]]:
         """Query ``q``'s expanded (term, weight) list from its first-search hits."""
-        index, hits = inputs.index, inputs.pool.hits
-        s = int(hits.offsets[q])
-        e = min(int(hits.offsets[q + 1]), s + self.rewriter.feedback_depth)
-        rows = hits.chunks()[s:e]
-        scores = hits.scores[s:e]
-        keep = rows >= 0
-        rows, scores = rows[keep], scores[keep]
-        texts = [inputs.chunks.text[int(r)] for r in rows]
+        index = inputs.index
+        texts, scores = _feedback(inputs.pool, inputs.chunks, q, self.rewriter.feedback_depth)
         (q_tokens,) = index.analyze([text])
         fb_tokens = index.analyze(texts) if texts else []
         vocab = sorted({t for toks in fb_tokens for t in toks})
@@ -149,22 +149,137 @@ class LexicalRewriteOp(OpTraits):
                                     lambda t: df.get(t, 0) / n)
 
     def run(self, inputs: LexicalRewriteInputs, timing: TimingLog) -> Pool:
-        ds = inputs.data
-        with timing.measure("total", len(ds.queries)):
-            weighted = [self.expansion(inputs, q, query.text)
-                        for q, query in enumerate(ds.queries)]
-            res = inputs.index.search_weighted(weighted, self.lexical.depth(len(inputs.chunks)))
-            hits = fold_chunks(res, inputs.chunks.doc_idx, order_key(ds.doc_ids),
-                               k=self.lexical.k)
-        return Pool(hits)
+        return _search_expanded(self, inputs, timing)
 
     def run_one(self, inputs: LexicalRewriteInputs, query: OneQuery, timer: QueryTimer
                 ) -> Pool:
-        weighted = timer.time(REWRITE_STAGE, lambda: self.expansion(inputs, 0, query.text))
-        res = timer.time(LEXICAL_STAGE, lambda: inputs.index.search_weighted(
-            [weighted], self.lexical.depth(len(inputs.chunks))))
-        return Pool(timer.time(FOLD_STAGE, lambda: fold_chunks(
-            res, inputs.chunks.doc_idx, query.id_key, k=self.lexical.k)))
+        return _search_expanded_one(self, inputs, query, timer)
+
+
+def _feedback(pool: Pool, chunks: ChunkTable, q: int, depth: int
+              ) -> tuple[list[str], np.ndarray]:
+    """Texts and first-search scores of query ``q``'s first ``depth`` hits (their chunks)."""
+    hits = pool.hits
+    s = int(hits.offsets[q])
+    e = min(int(hits.offsets[q + 1]), s + depth)
+    rows = hits.chunks()[s:e]
+    scores = hits.scores[s:e]
+    keep = rows >= 0
+    return [chunks.text[int(r)] for r in rows[keep]], scores[keep]
+
+
+class _Expands(Protocol):
+    @property
+    def lexical(self) -> LexicalIndex: ...
+
+    def expansion(self, inputs: Any, q: int, text: str) -> list[tuple[str, float]]: ...
+
+
+def _search_expanded(op: _Expands, inputs: Any, timing: TimingLog) -> Pool:
+    """Every query expanded by ``op`` and searched again on the same lexical index."""
+    ds = inputs.data
+    with timing.measure("total", len(ds.queries)):
+        weighted = [op.expansion(inputs, q, query.text) for q, query in enumerate(ds.queries)]
+        res = inputs.index.search_weighted(weighted, op.lexical.depth(len(inputs.chunks)))
+        hits = fold_chunks(res, inputs.chunks.doc_idx, order_key(ds.doc_ids), k=op.lexical.k)
+    return Pool(hits)
+
+
+def _search_expanded_one(op: _Expands, inputs: Any, query: OneQuery, timer: QueryTimer
+                         ) -> Pool:
+    weighted = timer.time(REWRITE_STAGE, lambda: op.expansion(inputs, 0, query.text))
+    res = timer.time(LEXICAL_STAGE, lambda: inputs.index.search_weighted(
+        [weighted], op.lexical.depth(len(inputs.chunks))))
+    return Pool(timer.time(FOLD_STAGE, lambda: fold_chunks(
+        res, inputs.chunks.doc_idx, query.id_key, k=op.lexical.k)))
+
+
+# -- Bo1 on the lexical lane ------------------------------------------------------------------
+
+_STATS_FILE = "collection_stats.parquet"
+_STATS_META = "collection_stats.json"
+
+
+@dataclass(frozen=True)
+class CollectionStatsInputs:
+    index: WeightedLexicalIndex
+    chunks: ChunkTable
+
+
+@dataclass(frozen=True)
+class CollectionStatsOp(OpTraits):
+    """(the built lexical index, its chunks) -> ``CollectionStats``: every indexed term's
+    collection and document frequency, counted once over the index's own tokens of every
+    chunk (the bm25s index keeps precomputed scores, not term counts). Index time: built
+    once per index and tokeniser, shared by every query and config."""
+
+    lexical: LexicalIndex
+    stage: str = "lexical_stats"
+    version: str = "1"
+    phase: ClassVar[Phase] = Phase.INDEX
+    Inputs: ClassVar[type] = CollectionStatsInputs
+
+    def params(self) -> Mapping[str, Any]:
+        return {"lexical": self.lexical.cache_params()}
+
+    def write(self, inputs: CollectionStatsInputs, directory: Path, timing: TimingLog) -> None:
+        with timing.measure("total", len(inputs.chunks)):
+            stats = CollectionStats.of(inputs.index.analyze(list(inputs.chunks.text)))
+        terms = sorted(stats.cf)
+        pq.write_table(pa.table({
+            "term": pa.array(terms, pa.string()),
+            "cf": pa.array([stats.cf[t] for t in terms], pa.int64()),
+            "df": pa.array([stats.df[t] for t in terms], pa.int64())}), directory / _STATS_FILE)
+        (directory / _STATS_META).write_text(json.dumps(
+            {"n_docs": stats.n_docs, "n_tokens": stats.n_tokens}))
+
+    def load(self, directory: Path, inputs: CollectionStatsInputs) -> CollectionStats:
+        t = pq.read_table(directory / _STATS_FILE).to_pydict()
+        meta = json.loads((directory / _STATS_META).read_text())
+        return CollectionStats(dict(zip(t["term"], t["cf"], strict=True)),
+                               dict(zip(t["term"], t["df"], strict=True)),
+                               int(meta["n_docs"]), int(meta["n_tokens"]))
+
+
+@dataclass(frozen=True)
+class Bo1Inputs:
+    pool: Pool
+    index: WeightedLexicalIndex
+    chunks: ChunkTable
+    data: Dataset
+    stats: CollectionStats
+
+
+@dataclass(frozen=True)
+class Bo1RewriteOp(OpTraits):
+    """(the lexical pool, its index, chunks, dataset, collection statistics) -> the Pool of
+    the Bo1-expanded query searched again on the same index (``bench.rewrite.bo1``)."""
+
+    rewriter: Bo1Rewriter
+    lexical: LexicalIndex
+    stage: str = "rewrite_bo1"
+    version: str = "1"
+    phase: ClassVar[Phase] = Phase.QUERY
+    Inputs: ClassVar[type] = Bo1Inputs
+    latency_stages: ClassVar[tuple[str, ...]] = (REWRITE_STAGE, LEXICAL_STAGE, FOLD_STAGE)
+    work_stages: ClassVar[tuple[str, ...]] = (REWRITE_STAGE, LEXICAL_STAGE, FOLD_STAGE)
+
+    def params(self) -> Mapping[str, Any]:
+        return {"rewriter": self.rewriter.cache_params(),
+                "lexical": self.lexical.search_params()}
+
+    def expansion(self, inputs: Bo1Inputs, q: int, text: str) -> list[tuple[str, float]]:
+        """Query ``q``'s expanded (term, weight) list from its first-search hits."""
+        texts, _ = _feedback(inputs.pool, inputs.chunks, q, self.rewriter.feedback_depth)
+        (q_tokens,) = inputs.index.analyze([text])
+        fb_tokens = inputs.index.analyze(texts) if texts else []
+        return self.rewriter.expand(q_tokens, fb_tokens, inputs.stats)
+
+    def run(self, inputs: Bo1Inputs, timing: TimingLog) -> Pool:
+        return _search_expanded(self, inputs, timing)
+
+    def run_one(self, inputs: Bo1Inputs, query: OneQuery, timer: QueryTimer) -> Pool:
+        return _search_expanded_one(self, inputs, query, timer)
 
 
 # -- generated rewrites: HyDE, multi-query ----------------------------------------------------
@@ -433,7 +548,7 @@ def expand(s: PlanState) -> PlanState:
     """After each dense config (not the exact reference), its dense rewrites: ``LABEL>NAME``,
     searched on the same index at the same query-time setting, paired with it."""
     dense = {n: r for n, r in members(s).items()
-             if not isinstance(r, RM3Rewriter)}
+             if not isinstance(r, LEXICAL_REWRITERS)}
     if not dense:
         return s
     out = []
@@ -482,12 +597,18 @@ def _dense_node(s: PlanState, raw: str, first: Node, name: str, rw: Any) -> Node
 
 
 def expand_lexical(s: PlanState) -> PlanState:
-    """After the BM25 config, each lexical rewrite (RM3): ``bm25>NAME``, paired with it."""
-    lexical = {n: r for n, r in members(s).items() if isinstance(r, RM3Rewriter)}
+    """After the BM25 config, each lexical rewrite (RM3, Bo1): ``bm25>NAME``, paired with
+    it. Bo1 reads the index's collection statistics, one index-time node for all of them."""
+    lexical = {n: r for n, r in members(s).items() if isinstance(r, LEXICAL_REWRITERS)}
     lex = s.comps.lexical
     if not lexical or lex is None or "lexical" not in s.nodes:
         return s
     search = s.node("lexical")
+    feedback = dict(pool=search, index=search.input("index"), chunks=search.input("chunks"),
+                    data=search.input("data"))
+    stats = (Node.of(CollectionStatsOp(lex), "collection statistics",
+                     index=search.input("index"), chunks=search.input("chunks"))
+             if any(isinstance(rw, Bo1Rewriter) for rw in lexical.values()) else None)
     out = []
     for c in s.configs:
         out.append(c)
@@ -495,9 +616,11 @@ def expand_lexical(s: PlanState) -> PlanState:
             continue
         for name, rw in lexical.items():
             label = f"{c.label}>{name}"
-            node = Node.of(LexicalRewriteOp(rw, lex), label, pool=search,
-                           index=search.input("index"), chunks=search.input("chunks"),
-                           data=search.input("data"))
+            if isinstance(rw, Bo1Rewriter):
+                assert stats is not None
+                node = Node.of(Bo1RewriteOp(rw, lex), label, stats=stats, **feedback)
+            else:
+                node = Node.of(LexicalRewriteOp(rw, lex), label, **feedback)
             out.append(lane(label, ConfigKind.LEXICAL, node,
                             {**c.params, "rewriter": name, **rw.cache_params()},
                             parent_id=c.config_id))
@@ -545,7 +668,7 @@ def build(cfg: Any, device: str) -> dict[str, Any]:
             raise ConfigError("rewriter.rewriters", "must map names to rewriter options")
         specs = {str(k): v for k, v in listed.items()}
     else:
-        # every rewriter class names itself (``name``: rocchio, rm3, hyde, multi_query)
+        # every rewriter class names itself (``name``: rocchio, rm3, bo1, hyde, multi_query)
         assert cls is not None
         specs = {str(cls.name): node}  # type: ignore[attr-defined]
     built: dict[str, Any] = {}

@@ -316,3 +316,24 @@ def expand(s: PlanState) -> PlanState:
     out.append(lane(label, ConfigKind.ROUTED, node,
                     {"router": router.name, "routes": dict(router.routes)}))
     return s.with_configs(out)
+
+
+def build(cfg: Any, device: str) -> dict[str, Any]:
+    """The ``router`` group; a router that asks a model (``router=llm``) gets its generator
+    from the ``router.generator`` block (any backend), built here before any work."""
+    from bench.config.build import build as build_option
+    from bench.config.build import target_of, to_container
+    from bench.route.llm import LLMRouter
+
+    node = dict(to_container(cfg.router))
+    gen_node = node.pop("generator", None)
+    cls = target_of(node, "router")
+    if cls is None or not issubclass(cls, LLMRouter):
+        if gen_node is not None:
+            raise ConfigError("router.generator", "only router=llm asks a generator")
+        return {"router": build_option(cfg.router, "router")}
+    generator = None if gen_node is None else build_option(gen_node, "router.generator")
+    if generator is None:
+        raise ConfigError("router.generator", "router=llm needs a generator block "
+                                              "(+generator@router.generator=transformers_cpu)")
+    return {"router": build_option(node, "router", generator=generator)}

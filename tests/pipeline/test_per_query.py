@@ -27,6 +27,7 @@ from bench.telemetry.basic import BasicTelemetry
 #: queries checked per config (every config of the plan is checked)
 N_QUERIES = 8
 OVERRIDES = ["dataset=synthetic", "rewriter=query_rewrite", "~rewriter.rewriters.mq3",
+             "++rewriter.rewriters.bo1._target_=bench.rewrite.bo1.Bo1Rewriter",
              "generator@rewriter.generator=none",
              "rewriter.generator._target_=rewrite_fakes.RewriteGenerator",
              "lexical=bm25", "fusion=rrf",
