@@ -182,6 +182,8 @@ class ServeConfig:
     max_concurrency: int = 1
     max_queue: int = 64
     shutdown_timeout_s: float = 30.0
+    #: torch intra-op threads of the served process (null: torch's default, one per core)
+    torch_threads: int | None = None
 
 
 @dataclass

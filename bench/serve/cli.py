@@ -50,6 +50,17 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def set_torch_threads(n: int) -> None:
+    """torch's intra-op threads for the whole process; the worker threads that run requests
+    read it when they first call torch. A component with its own thread setting
+    (``embedder.num_threads``) still sets its own around its calls."""
+    if importlib.util.find_spec("torch") is None:
+        return  # nothing in this process computes with torch
+    import torch
+
+    torch.set_num_threads(n)
+
+
 def serve(cfg: DictConfig) -> int:
     """Serve until SIGTERM / SIGINT; the exit code (2: the chain failed to load)."""
     t_start = time.perf_counter()
@@ -59,6 +70,8 @@ def serve(cfg: DictConfig) -> int:
     from bench.serve.service import prepare_service
 
     service, settings = prepare_service(cfg)
+    if settings.torch_threads is not None:
+        set_torch_threads(settings.torch_threads)
     sock = bind(settings.host, settings.port)
     host, port = sock.getsockname()[:2]
 
@@ -125,7 +138,8 @@ Serves one config of the run over HTTP (FastAPI + uvicorn): POST /v1/retrieve, /
 (SSE), OpenAI-compatible /v1/embeddings and /v1/chat/completions, /v1/rerank (Cohere) and
 /rerank (TEI); GET /health, /ready, /v1/config. The overrides are python -m bench's; serve.*
 sets the server: serve.host, serve.port, serve.max_concurrency, serve.max_queue,
-serve.shutdown_timeout_s. List a run's config ids with python -m bench ... plan_only=true.
+serve.shutdown_timeout_s, serve.torch_threads. List a run's config ids with
+python -m bench ... plan_only=true.
 """
 
 
