@@ -99,6 +99,20 @@ class HttpBackend:
                                   name="a null HTTP server on this machine") as t:
                 yield t
 
+    def endpoint(self, path: str, body: Callable[[int], dict[str, Any]], name: str
+                 ) -> Callable[[], AbstractAsyncContextManager[Target]]:
+        """A target factory for another endpoint of replica 0 (a component the served
+        process also serves: ``/v1/embeddings``, ``/v1/rerank``, ``/v1/chat/completions``)."""
+
+        @asynccontextmanager
+        async def cm() -> AsyncIterator[Target]:
+            rep = self._ensure(1)[0]
+            async with HttpTarget([rep.url], path=path, body=body, timeout_s=self.timeout_s,
+                                  name=f"{name}: {rep.url}{path}") as t:
+                yield t
+
+        return cm
+
     def fault_rig(self) -> AbstractAsyncContextManager[FaultRig] | None:
         @asynccontextmanager
         async def rig() -> AsyncIterator[FaultRig]:

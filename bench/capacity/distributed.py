@@ -1,7 +1,8 @@
 """Beyond one machine: the same open-loop schedule split over Ray actors.
 
 ``run_distributed(schedule, urls=..., path=..., bodies=..., workers=W)`` starts W actors
-(``ray.init(address=...)`` joins a cluster; without one, a local Ray with ``num_cpus``).
+(``ray.init(address=...)`` joins a cluster; without one, a small local Ray with ``num_cpus``:
+:func:`start_local_ray`).
 Actor w sends every W-th request of the schedule (``Schedule.part``) with its own event loop
 and HTTP client, all from one start time agreed on the wall clock once every actor is up (so
 each actor's schedule is the slice of the one schedule); their records are merged back by
@@ -43,6 +44,25 @@ def _share(schedule: Schedule, w: int, workers: int, start_epoch: float, urls: l
     return w, [dataclasses.replace(r, index=w + r.index * workers) for r in run.records]
 
 
+#: the local node's object store: Ray's minimum (75 MiB) plus room; the workers pass a
+#: schedule and records, kilobytes, not the default 30 % of the machine's memory
+LOCAL_OBJECT_STORE_BYTES = 100 * 1024 * 1024
+
+
+def start_local_ray(*, num_cpus: int = 1) -> None:
+    """A small local Ray for the load workers: no dashboard, a 100 MiB object store (not
+    30 % of memory), no usage reporting, ``num_cpus`` slots (the actors take 0: they wait on
+    the network). ``ray.init`` takes 2.5-3.5 s on the idle 2-core box either way; Ray gives a
+    local node a fixed 30 s to register, which a saturated machine can still miss."""
+    import os
+
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(num_cpus=num_cpus, num_gpus=0, include_dashboard=False, log_to_driver=False,
+             object_store_memory=LOCAL_OBJECT_STORE_BYTES, configure_logging=False)
+
+
 class _Worker:
     """One Ray actor: its own process, event loop and HTTP client."""
 
@@ -56,7 +76,7 @@ class _Worker:
 def run_distributed(schedule: Schedule, *, urls: Sequence[str], path: str,
                     bodies: Sequence[dict[str, Any]], workers: int = 2,
                     timeout_s: float = 30.0, retries: int = 6, address: str | None = None,
-                    num_cpus: int = 2, lead_s: float = 1.0) -> LevelRun:
+                    num_cpus: int = 1, lead_s: float = 1.0) -> LevelRun:
     try:
         import ray
     except ImportError:
@@ -65,8 +85,10 @@ def run_distributed(schedule: Schedule, *, urls: Sequence[str], path: str,
         raise ValueError("workers must be >= 1")
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=address, num_cpus=None if address else num_cpus,
-                 include_dashboard=False, log_to_driver=False)
+        if address:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        else:
+            start_local_ray(num_cpus=num_cpus)
     try:
         # Any: Ray's actor handles are built at run time, their methods gain .remote
         actors: list[Any] = [ray.remote(num_cpus=0)(_Worker).remote() for _ in range(workers)]

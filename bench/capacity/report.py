@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from bench.capacity.components import plan_lines
 from bench.capacity.faults import fault_table
 from bench.capacity.metrics import LevelMetrics, table
 from bench.capacity.study import Study
@@ -129,6 +130,8 @@ def lines(st: Study) -> list[str]:
                 f"(round-robin splits the traffic). "
                 + ("" if sc.knee_n is None else f"{sc.replicas}-replica search: "
                    f"{sc.knee_n.text}."), ""]
+    if st.plan is not None:
+        out += plan_lines(st.components, st.plan)
     if st.faults:
         out += ["### Faults", "", *fault_table(list(st.faults)), ""]
     if st.cost.get("per_1m_queries") is not None:

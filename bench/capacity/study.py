@@ -12,6 +12,10 @@ Steps (each level a fresh seeded open-loop schedule unless said otherwise):
 4. ``knee`` on one replica (:func:`bench.capacity.knee.find_knee`).
 5. ``sweep``: levels at ``sweep_shares`` x the knee; quality under load paired per query
    against the unloaded run (mean delta, bootstrap CI).
+5b. ``components``: each separately served component's own knee at its own SLO
+   (:mod:`bench.capacity.components`: embedder, vector DB, reranker, LLM), the same search
+   with ``component_max_levels`` / ``component_max_seconds``; with the chain's knee they
+   compose the plan for ``plan_rps`` queries/s (workers per component, the ratios, cost).
 6. ``scale_out``: linear scale-out predicts ``replicas`` x the knee and, at a fixed rate R
    (the 1-replica knee), the p95 of one replica at R / replicas; both are measured with
    ``replicas`` replicas behind the round-robin client and the prediction errors reported.
@@ -29,7 +33,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,6 +42,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from bench.capacity.ceiling import Ceiling, measure_ceiling, refuse
+from bench.capacity.components import Component, ComponentCapacity, ComponentPlan, compose_plan
 from bench.capacity.driver import RetryPolicy, Target, run_closed, run_open
 from bench.capacity.faults import Fault, FaultOutcome, run_with_fault
 from bench.capacity.knee import Knee, find_knee
@@ -114,6 +119,10 @@ class StudySettings:
     price_per_hour: float | None = None
     worker_kind: str = "CPU worker"
     unloaded_queries: int = 50
+    #: per-component knee searches (step 5b): budgets, and the plan's rate
+    component_max_levels: int = 8
+    component_max_seconds: float = 90.0
+    plan_rps: float = 100.0
     seed: int = 0
 
 
@@ -169,6 +178,9 @@ class Study:
     wall_s: float
     resumed_levels: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: step 5b: each measured component's knee (the chain's is the study's) and the plan
+    components: tuple[ComponentCapacity, ...] = ()
+    plan: ComponentPlan | None = None
 
 
 def level_from_json(d: dict[str, Any]) -> LevelMetrics:
@@ -210,7 +222,8 @@ def study_key(backend: str, s: StudySettings) -> str:
 
 
 async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
-                    store: LevelStore) -> Study:
+                    store: LevelStore, components: Sequence[Component] = (),
+                    chain_what: str = "the whole chain") -> Study:
     t_start = time.perf_counter()
     # httpx logs every request at INFO: thousands of lines that bury the study's own
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -221,9 +234,10 @@ async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
     def n_for(rate: float) -> int:
         return int(min(s.max_requests, max(s.min_requests, round(rate * s.level_seconds))))
 
-    def summary(run: Any, label: str) -> LevelMetrics:
-        return summarize(run, slo_ms=s.slo_ms, label=label, score=score,
-                         threshold=s.quality_threshold)
+    def summary(run: Any, label: str, slo_ms: dict[str, float] | None = None,
+                scored: bool = True) -> LevelMetrics:
+        return summarize(run, slo_ms=s.slo_ms if slo_ms is None else slo_ms, label=label,
+                         score=score if scored else None, threshold=s.quality_threshold)
 
     # 1. ceiling
     log.info("capacity: measuring the generator's ceiling against %s's null target",
@@ -235,22 +249,26 @@ async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
     log.info("capacity: %s", ceiling.text)
 
     async def open_level(t: Target, rate: float, repeat: int, step: str,
-                         replicas: int = 1) -> LevelMetrics | None:
+                         replicas: int = 1, slo_ms: dict[str, float] | None = None,
+                         key: str = "") -> LevelMetrics | None:
         why = refuse(rate, ceiling)
         if why is not None:
             refused.append(f"{step}: {why}")
             return None
-        got = store.get(step, f"{rate:.6g}", repeat, replicas)
+        parts = (step + key, f"{rate:.6g}", repeat, replicas)
+        got = store.get(*parts)
         if got is not None:
             return got
         sched = gamma_arrivals(rate_rps=rate, n=n_for(rate), n_queries=backend.n_queries,
                                burstiness=s.burstiness, seed=s.seed + 1000 * repeat + replicas)
         run = await run_open(sched, t, timeout_s=s.timeout_s, retry=retry,
                              max_concurrency=s.max_concurrency)
-        m = summary(run, f"{step} {rate:.3g} req/s" + (f" x{replicas}" if replicas > 1 else ""))
+        # a component's reply is no answer to score: only the whole chain's is
+        m = summary(run, f"{step} {rate:.3g} req/s" + (f" x{replicas}" if replicas > 1 else ""),
+                    slo_ms, scored=slo_ms is None)
         log.info("capacity: %s: achieved %.2f req/s, goodput %.0f %%, e2el p95 %s ms", m.label,
                  m.achieved_rps, 100 * m.goodput_fraction, _ms(m.e2el.percentiles["p95"]))
-        return store.put(m, step, f"{rate:.6g}", repeat, replicas)
+        return store.put(m, *parts)
 
     async with backend.target(1) as one:
         # 2. unloaded
@@ -291,6 +309,20 @@ async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
             if m is not None:
                 sweep.append(m)
         quality = tuple(_paired(unloaded, m, seed=s.seed) for m in sweep)
+
+    # 5b. each separately served component's own knee, and the plan composed from them
+    caps: list[ComponentCapacity] = []
+    for comp in components:
+        caps.append(await _component_knee(comp, s, open_level, ceiling,
+                                          start_rps=2 * (knee.rate_rps or s.knee_start_rps)))
+        log.info("capacity: component %s: %s", comp.name, caps[-1].knee.text)
+    plan = None
+    if caps:
+        caps.append(ComponentCapacity("chain", chain_what, dict(s.slo_ms), knee))
+        plan = compose_plan(caps, target_rps=s.plan_rps, worker_kind=s.worker_kind,
+                            price_per_hour=s.price_per_hour,
+                            correct_share=_correct_share(knee, sweep))
+        log.info("capacity: plan: %s", plan.text)
 
     # 6. scale-out, checked
     scale = None
@@ -342,12 +374,33 @@ async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
     return Study(backend.name, backend.kind, s, ceiling, unloaded, closed, open_same, knee,
                  tuple(sweep), quality, scale, tuple(faults), tuple(refused), cost,
                  _sizing(knee, s, scale), time.perf_counter() - t_start, store.loaded,
-                 tuple(notes))
+                 tuple(notes), tuple(caps), plan)
+
+
+async def _component_knee(comp: Component, s: StudySettings, open_level: Any,
+                          ceiling: Ceiling, *, start_rps: float) -> ComponentCapacity:
+    """One component's knee at its own SLO: the chain's search, on the component's target,
+    with the component budgets. Its levels are stored under their own step (resume)."""
+    step, key = f"component {comp.name}", json.dumps(comp.slo_ms, sort_keys=True)
+    if ceiling.rate_rps <= 0:
+        return ComponentCapacity(comp.name, comp.what, dict(comp.slo_ms),
+                                 Knee(None, None, None, s.attainment, (), "ceiling", 0, 0.0))
+    async with comp.target() as t:
+        async def measure(rate: float, repeat: int) -> LevelMetrics:
+            m = await open_level(t, rate, repeat, step, slo_ms=dict(comp.slo_ms), key=key)
+            assert m is not None  # the search never goes past max_rps = the ceiling
+            return m
+
+        knee = await _find_knee_async(measure, s, max_rps=ceiling.rate_rps,
+                                      start_rps=start_rps, max_levels=s.component_max_levels,
+                                      max_seconds=s.component_max_seconds)
+    return ComponentCapacity(comp.name, comp.what, dict(comp.slo_ms), knee)
 
 
 async def _find_knee_async(measure: Callable[[float, int], Any], s: StudySettings, *,
                            max_rps: float, start_rps: float | None = None,
-                           max_levels: int | None = None) -> Knee:
+                           max_levels: int | None = None,
+                           max_seconds: float | None = None) -> Knee:
     """find_knee drives a synchronous measure; the levels are coroutines on this loop, so
     the search runs in a worker thread that submits each level back to the loop."""
     import asyncio
@@ -359,13 +412,14 @@ async def _find_knee_async(measure: Callable[[float, int], Any], s: StudySetting
 
     # below this rate one level of min_requests would take more than a quarter of the
     # search's time budget: searching lower cannot finish
-    floor = 4 * s.min_requests / s.knee_max_seconds
+    seconds = max_seconds or s.knee_max_seconds
+    floor = 4 * s.min_requests / seconds
     start = min(start_rps or s.knee_start_rps, max_rps)
     return await asyncio.to_thread(
         find_knee, sync_measure, start_rps=start, min_rps=min(floor, start),
         attainment=s.attainment, repeats=s.knee_repeats, max_repeats=s.knee_max_repeats,
         ci_width=s.knee_ci_width, max_levels=max_levels or s.knee_max_levels,
-        max_seconds=s.knee_max_seconds, max_rps=max_rps)
+        max_seconds=seconds, max_rps=max_rps)
 
 
 def _paired(unloaded: LevelMetrics, m: LevelMetrics, *, seed: int) -> QualityUnderLoad:
@@ -389,12 +443,19 @@ def _cost(knee: Knee, sweep: list[LevelMetrics], s: StudySettings) -> dict[str, 
         return {"price_per_hour": s.price_per_hour, "per_1m_queries": None,
                 "per_1m_correct": None}
     per_q = s.price_per_hour / (knee.rate_rps * 3600.0)
-    k = knee.rate_rps
-    near = min(sweep, key=lambda m: abs(m.offered_rps - k), default=None)
-    share = None if near is None or near.correct is None or not near.n_requests else (
-        near.correct / near.n_requests)
+    share = _correct_share(knee, sweep)
     return {"price_per_hour": s.price_per_hour, "per_1m_queries": per_q * 1e6,
             "per_1m_correct": None if not share else per_q * 1e6 / share}
+
+
+def _correct_share(knee: Knee, sweep: Sequence[LevelMetrics]) -> float | None:
+    """The share of correct answers at the sweep level nearest the knee (None: no metric)."""
+    k = knee.rate_rps
+    if k is None:
+        return None
+    near = min(sweep, key=lambda m: abs(m.offered_rps - k), default=None)
+    return None if near is None or near.correct is None or not near.n_requests else (
+        near.correct / near.n_requests)
 
 
 def _sizing(knee: Knee, s: StudySettings, scale: ScaleOut | None) -> str:

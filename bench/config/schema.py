@@ -153,6 +153,16 @@ class CapacityConfig:
     workers: int = 1
     #: reuse the levels an earlier run of the same plan measured (cache_dir/capacity-levels)
     resume: bool = True
+    #: per-component capacity (open load): embedder, vector_db, reranker, llm — each one the
+    #: config has is measured alone at its own SLO and the plan for ``target_rps`` composed
+    #: from their knees and the chain's ([]: none, the chain only)
+    components: list[str] = field(default_factory=list)
+    #: a component's E2EL SLO in ms (by name); a component not named gets the chain's SLOs
+    component_slo_ms: dict[str, float] = field(default_factory=dict)
+    component_max_levels: int = 8
+    component_max_seconds: float = 90.0
+    #: passages a reranker / LLM component request carries (the chain's top ones)
+    component_passages: int = 10
 
 
 @dataclass
@@ -182,6 +192,8 @@ class ServeConfig:
     max_concurrency: int = 1
     max_queue: int = 64
     shutdown_timeout_s: float = 30.0
+    #: torch intra-op threads of the served process (null: torch's default, one per core)
+    torch_threads: int | None = None
 
 
 @dataclass

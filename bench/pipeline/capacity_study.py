@@ -15,11 +15,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bench.capacity.backends import HttpBackend, PoolBackend
 from bench.capacity.base import CapacityAnswer, CapacityRun, Slo, StudySummary
+from bench.capacity.components import COMPONENTS, Component
+from bench.capacity.driver import Target
 from bench.capacity.faults import FAULTS, Fault
 from bench.capacity.metrics import check_slo
 from bench.capacity.quality import answer_scorer
@@ -66,6 +73,18 @@ def study_settings(cap: CapacityConfig) -> StudySettings:
     """The study's settings; a bad value is a ConfigError naming its key."""
     if cap.target not in TARGETS:
         raise ConfigError("capacity.target", f"{cap.target!r}: {' or '.join(TARGETS)}")
+    measurable = [c for c in COMPONENTS if c != "chain"]
+    bad_c = [c for c in cap.components if c not in measurable]
+    if bad_c:
+        raise ConfigError("capacity.components", f"unknown {bad_c}; use "
+                                                 f"{', '.join(measurable)}")
+    bad_c = [c for c in cap.component_slo_ms if c not in measurable]
+    if bad_c:
+        raise ConfigError("capacity.component_slo_ms", f"unknown {bad_c}; use "
+                                                       f"{', '.join(measurable)}")
+    for c, v in cap.component_slo_ms.items():
+        if not float(v) > 0:
+            raise ConfigError(f"capacity.component_slo_ms.{c}", f"must be > 0 ms, got {v}")
     bad = [f for f in cap.faults if f not in FAULTS]
     if bad:
         raise ConfigError("capacity.faults", f"unknown {bad}; use {', '.join(FAULTS)}")
@@ -84,6 +103,10 @@ def study_settings(cap: CapacityConfig) -> StudySettings:
               "capacity.sweep_shares": all(x > 0 for x in cap.sweep_shares),
               "capacity.fault_share": cap.fault_share > 0,
               "capacity.workers": cap.workers >= 1,
+              "capacity.component_max_levels": cap.component_max_levels >= 1,
+              "capacity.component_max_seconds": cap.component_max_seconds > 0,
+              "capacity.component_passages": cap.component_passages >= 1,
+              "capacity.target_rps": cap.target_rps > 0,
               "capacity.max_concurrency": cap.max_concurrency is None or cap.max_concurrency >= 1}
     for key, ok in checks.items():
         if not ok:
@@ -102,7 +125,9 @@ def study_settings(cap: CapacityConfig) -> StudySettings:
         scale_knee_max_levels=int(cap.scale_knee_max_levels),
         faults=tuple(Fault(f) for f in cap.faults), fault_share=float(cap.fault_share),  # type: ignore[arg-type]
         price_per_hour=None if cap.price_per_hour is None else float(cap.price_per_hour),
-        worker_kind=str(cap.worker_kind))
+        worker_kind=str(cap.worker_kind), component_max_levels=int(cap.component_max_levels),
+        component_max_seconds=float(cap.component_max_seconds),
+        plan_rps=float(cap.target_rps))
 
 
 class ServeReplica:
@@ -190,6 +215,7 @@ def run_open_capacity(done: Executed, run_dir: Path) -> CapacityRun:
             body=body, n_queries=len(queries), name=f"bench.serve {spec.label} {path}",
             work_dir=out_dir, timeout_s=s.timeout_s)
         request = f"POST {path} to bench.serve of the config"
+    comps, absent = components_of(done, spec, cap, backend)
     key = study_key(f"{spec.config_id}|{done.dataset.fingerprint}|{backend.name}|"
                     f"{cap.quality_metric}", s)
     levels_dir = Path(str(done.settings.resolved["cache_dir"])).expanduser() / \
@@ -199,7 +225,10 @@ def run_open_capacity(done: Executed, run_dir: Path) -> CapacityRun:
     log.info("capacity: open-loop study of %s %s against %s", spec.config_id, spec.label,
              backend.name)
     try:
-        st = asyncio.run(run_study(backend, s, score=score, store=LevelStore(levels_dir, key)))
+        st = asyncio.run(run_study(backend, s, score=score, store=LevelStore(levels_dir, key),
+                                   components=comps, chain_what=request))
+        if absent:
+            st = replace(st, notes=(*st.notes, *absent))
     finally:
         if isinstance(backend, HttpBackend):
             backend.close()
@@ -223,3 +252,132 @@ def summary(st: Study) -> StudySummary:
         None if st.open_same_load is None else st.open_same_load.e2el.percentiles["p99"],
         None if sc is None else sc.knee_error, None if sc is None else sc.p95_error,
         tuple(f.fault for f in st.faults), all(f.survived for f in st.faults), st.wall_s)
+
+
+def _slo(cap: CapacityConfig, name: str, chain: dict[str, float]) -> dict[str, float]:
+    """A component's SLO: ``component_slo_ms.<name>`` on its E2EL, else the chain's."""
+    v = cap.component_slo_ms.get(name)
+    return {"e2el": float(v)} if v is not None else dict(chain)
+
+
+def components_of(done: Executed, spec: Any, cap: CapacityConfig,
+                  backend: PoolBackend | HttpBackend) -> tuple[list[Component], list[str]]:
+    """The components of ``cap.components`` this config has, each a target of one call of
+    it (served: its bench.serve endpoint on replica 0; the vector DB through its own client
+    in this process, a round trip to the database server for pgvector); and a note for each
+    asked for but absent."""
+    parts = _Parts(done, spec, cap, backend)
+    comps: list[Component] = []
+    absent: list[str] = []
+    for name in dict.fromkeys(cap.components):
+        got = getattr(parts, name)(_slo(cap, name, slo_of(cap)))
+        if isinstance(got, str):
+            absent.append(f"component {name}: {got}")
+        else:
+            comps.append(got)
+    return comps, absent
+
+
+class _Parts:
+    """One method per component: its :class:`Component`, or why the config has none."""
+
+    def __init__(self, done: Executed, spec: Any, cap: CapacityConfig,
+                 backend: PoolBackend | HttpBackend) -> None:
+        from bench.retrieval.stage import RetrieveOp
+
+        self.done, self.spec, self.cap = done, spec, cap
+        self.http = backend if isinstance(backend, HttpBackend) else None
+        self.queries = done.dataset.queries
+        self.retrieve = next((n for n in spec.chain if isinstance(n.op, RetrieveOp)), None)
+
+    def _pool(self, fn: Callable[[int], object], name: str
+              ) -> Callable[[], AbstractAsyncContextManager[Target]]:
+        from bench.capacity.driver import PoolTarget
+
+        workers = int(self.cap.workers)
+
+        @asynccontextmanager
+        async def cm() -> AsyncIterator[Target]:
+            t = PoolTarget(lambda q: (fn(q), None)[1], workers=workers, name=name)
+            try:
+                yield t
+            finally:
+                t.close()
+
+        return cm
+
+    def _texts(self, k: int) -> list[list[str]]:
+        """Each query's top ``k`` passages of the config's pool (the run's cached pool)."""
+        from bench.rerank.stage import passages
+
+        ex = self.done.executor
+        pool = ex.value(self.spec.pool_node)
+        chunks = ex.value(next(n for n in self.spec.chain if n.stage == "chunk"))
+        return [passages(pool.hits, chunks, self.done.dataset, q, k)
+                for q in range(len(self.queries))]
+
+    def embedder(self, slo: dict[str, float]) -> Component | str:
+        from bench.embedding.stage import encode_one_query
+
+        if self.retrieve is None:
+            return "the config has no dense retrieval"
+        qs = self.queries
+        if self.http is not None:
+            return Component("embedder", "POST /v1/embeddings: one query text",
+                             self.http.endpoint("/v1/embeddings", lambda q: {
+                                 "input": qs[q].text, "input_type": "query"}, "embedder"), slo)
+        emb = self.done.comps.embedder
+        return Component("embedder", "one query encoded in process",
+                         self._pool(lambda q: encode_one_query(emb, qs[q].text), "embedder"),
+                         slo)
+
+    def vector_db(self, slo: dict[str, float]) -> Component | str:
+        if self.retrieve is None:
+            return "the config has no vector index"
+        ex, op = self.done.executor, self.retrieve.op
+        built = ex.value(self.retrieve.input("index")).built
+        vecs = np.asarray(ex.value(self.retrieve.input("queries")).vectors)
+        depth = op.retriever.depth(len(ex.value(self.retrieve.input("chunks"))))
+        kind = type(built).__name__
+        return Component("vector_db", f"one search of {kind} (k={depth}) through its client in "
+                         "the load generator's process",
+                         self._pool(lambda q: built.search(vecs[q:q + 1], depth,
+                                                           op.query_params),
+                                    f"vector search {kind}"), slo)
+
+    def reranker(self, slo: dict[str, float]) -> Component | str:
+        rr = self.done.comps.reranker
+        if rr is None or not any(n.stage.startswith("rerank") for n in self.spec.chain):
+            return "the config has no reranker"
+        k = int(self.cap.component_passages)
+        docs, qs = self._texts(k), self.queries
+        what = f"the query and its top {k} passages"
+        if self.http is not None:
+            return Component("reranker", f"POST /v1/rerank: {what}", self.http.endpoint(
+                "/v1/rerank", lambda q: {"query": qs[q].text, "documents": docs[q]},
+                "reranker"), slo)
+        return Component("reranker", f"{what}, scored in process",
+                         self._pool(lambda q: rr.score([qs[q].text], [docs[q]]), "reranker"),
+                         slo)
+
+    def llm(self, slo: dict[str, float]) -> Component | str:
+        from bench.generation.base import GenerationRequest
+        from bench.generation.stage import GenerateOp
+
+        gen = self.done.comps.generator
+        if gen is None or self.spec.answers is None:
+            return "the config generates no answers"
+        ctxs = self.done.executor.value(self.spec.answers.input("contexts")).contexts
+        gop = self.spec.answers.op
+        assert isinstance(gop, GenerateOp)
+        what = "the config's own prompt of one answered query"
+        if self.http is not None:
+            return Component("llm", f"POST /v1/chat/completions (streamed): {what}",
+                             self.http.endpoint("/v1/chat/completions", lambda q: {
+                                 "messages": [{"role": m.role, "content": m.content}
+                                              for m in ctxs[q % len(ctxs)].messages],
+                                 "stream": True}, "llm"), slo)
+        return Component("llm", f"{what}, generated in process", self._pool(
+            lambda q: gen.generate([GenerationRequest(
+                f"capacity-{q}", tuple(ctxs[q % len(ctxs)].messages), gop.sampling)]),
+            "llm"), slo)

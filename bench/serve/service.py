@@ -96,6 +96,8 @@ class ServeSettings:
     max_concurrency: int
     max_queue: int
     shutdown_timeout_s: float
+    #: torch intra-op threads of the process (None: torch's default)
+    torch_threads: int | None = None
 
 
 def serve_settings(cfg: DictConfig) -> ServeSettings:
@@ -109,8 +111,12 @@ def serve_settings(cfg: DictConfig) -> ServeSettings:
     if float(s.shutdown_timeout_s) < 0:
         raise ConfigError("serve.shutdown_timeout_s", f"must be >= 0, got "
                                                       f"{s.shutdown_timeout_s}")
+    threads = s.get("torch_threads")
+    if threads is not None and int(threads) < 1:
+        raise ConfigError("serve.torch_threads", f"must be >= 1 (or null), got {threads}")
     return ServeSettings(None if s.config is None else str(s.config), str(s.host), int(s.port),
-                         int(s.max_concurrency), int(s.max_queue), float(s.shutdown_timeout_s))
+                         int(s.max_concurrency), int(s.max_queue), float(s.shutdown_timeout_s),
+                         None if threads is None else int(threads))
 
 
 def choose_config(configs: Sequence[ConfigSpec], wanted: str | None) -> ConfigSpec:

@@ -17,12 +17,9 @@ pytest.importorskip("ray")
 def test_two_ray_workers_share_one_schedule(service: Served) -> None:
     import ray
 
-    from bench.capacity.distributed import run_distributed
+    from bench.capacity.distributed import run_distributed, start_local_ray
 
-    try:  # Ray gives its local node a fixed 30 s to start: a saturated machine misses it
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    except Exception as exc:
-        pytest.skip(f"Ray's local node did not start on this machine: {exc}")
+    start_local_ray()  # the small local node run_distributed starts itself
     sched = poisson_arrivals(rate_rps=20, n=40, n_queries=5, seed=4)
     try:
         run = run_distributed(sched, urls=[service.url], path="/v1/answer",
