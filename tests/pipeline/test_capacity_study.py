@@ -75,6 +75,7 @@ def test_open_study_against_served_replicas(cache: Path, tmp_path: Path) -> None
     # the embedder measured through the served process's own /v1/embeddings
     (emb, chain) = st["components"]
     assert emb["name"] == "embedder" and "/v1/embeddings" in emb["what"]
+    assert chain["name"] == "chain"  # the whole request, measured the same way
     assert emb["knee"]["probes"][0]["runs"][0]["statuses"]["ok"] > 0
     assert st["unloaded"]["quality_mean"] > 0.5  # hits read back from the served JSON
     assert st["knee"]["rate_rps"] is not None
