@@ -79,7 +79,7 @@ def test_the_suite_runs_every_rewriter_caches_texts_and_decides(compose_cfg, tmp
     assert res.exit_code == 0
     rows = {r["label"]: r for r in pq.read_table(tmp_path / "run/configs.parquet").to_pylist()}
     assert list(rows) == ["dense", "dense>rocchio", "dense>hyde", "dense>mq2", "dense>mq3",
-                          "bm25", "bm25>rm3"]
+                          "bm25", "bm25>rm3", "bm25>bo1"]
     for label in ("dense>rocchio", "dense>hyde", "dense>mq2", "dense>mq3"):
         assert rows[label]["parent_config_id"] == rows["dense"]["config_id"]
     n_q = 24
@@ -93,7 +93,7 @@ def test_the_suite_runs_every_rewriter_caches_texts_and_decides(compose_cfg, tmp
     assert doc["min_gain"] == {"metric": "recall@100", "scope": "all", "delta": 0.01}
     outcomes = {o["label"]: o for o in doc["outcomes"]}
     assert set(outcomes) == {"dense>rocchio", "dense>hyde", "dense>mq2", "dense>mq3",
-                             "bm25>rm3"}
+                             "bm25>rm3", "bm25>bo1"}
     for o in outcomes.values():
         assert o["verdict"] in ("adopt", "reject", "inconclusive")
         slices = {c["slice"] for c in o["checks"]}
