@@ -34,7 +34,8 @@ def _cache_dir(config: DictConfig) -> str:
     hc = HydraConfig.instance()
     if hc.cfg is not None:
         return str(config.cache_dir)
-    hc.cfg = OmegaConf.masked_copy(config, "hydra")  # what HydraConfig.get() reads
+    # what HydraConfig.get() reads; set_config stores the same masked copy (typed HydraConf)
+    hc.cfg = OmegaConf.masked_copy(config, "hydra")  # type: ignore[assignment]
     try:
         return str(config.cache_dir)
     finally:
