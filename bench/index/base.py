@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,3 +126,14 @@ def build_key(params: Mapping[str, Any], vectors: np.ndarray,
         h.update(name.encode() + b"\x00")
         h.update(np.ascontiguousarray(attributes[name], dtype=np.int32).tobytes())
     return h.hexdigest()
+
+
+#: an IVF list needs about this many training points (faiss's k-means warns below 39)
+MIN_POINTS_PER_LIST = 39
+
+
+def auto_list_count(n_vectors: int, factor: float = 4.0) -> int:
+    """The IVF list count of a database index left on ``auto`` (pgvector ``lists``, Milvus
+    ``nlist``): ``factor`` x sqrt(N), at least 1, at most N / MIN_POINTS_PER_LIST."""
+    upper = max(1, n_vectors // MIN_POINTS_PER_LIST)
+    return int(min(max(round(factor * math.sqrt(n_vectors)), 1), upper))

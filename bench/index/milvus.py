@@ -42,7 +42,6 @@ import fcntl
 import importlib.util
 import json
 import logging
-import math
 import os
 import shutil
 import subprocess
@@ -57,7 +56,7 @@ import numpy as np
 
 from bench.config.build import OptionError
 from bench.errors import ConfigError, MissingDependencyError
-from bench.index.base import BuildInfo, SearchResult, build_key
+from bench.index.base import BuildInfo, SearchResult, auto_list_count, build_key
 from bench.index.pgvector import (
     MISSING_SCORE,
     IndexBackendError,
@@ -78,7 +77,6 @@ NLIST_RANGE = (1, 65536)
 TOPK_MAX = 16384
 #: the automatic nlist (null): faiss ivf_flat's rule, as pgvector's lists
 NLIST_FACTOR = 4.0
-MIN_POINTS_PER_LIST = 39
 #: what Milvus Lite's local mode accepts (create_index_task.cpp); it searches all of it exactly
 LITE_INDEX_TYPES = ("FLAT", "IVF_FLAT", "AUTOINDEX")
 INSERT_BATCH = 2000
@@ -425,8 +423,7 @@ class MilvusIndex:
     def resolve_nlist(self, n_vectors: int) -> int:
         if self.nlist is not None:
             return self.nlist
-        upper = max(1, n_vectors // MIN_POINTS_PER_LIST)
-        return int(min(max(round(NLIST_FACTOR * math.sqrt(n_vectors)), 1), upper))
+        return auto_list_count(n_vectors, NLIST_FACTOR)
 
     def cache_params(self, n_vectors: int | None = None) -> dict[str, object]:
         params: dict[str, object] = {"kind": "milvus", "index_type": self.index_type}

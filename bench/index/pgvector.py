@@ -43,7 +43,7 @@ import numpy as np
 
 from bench.config.build import OptionError
 from bench.errors import BenchError, ConfigError, MissingDependencyError, ServiceError
-from bench.index.base import BuildInfo, SearchResult, build_key
+from bench.index.base import BuildInfo, SearchResult, auto_list_count, build_key
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,6 @@ LISTS_RANGE = (1, 32768)
 MISSING_SCORE = float(np.finfo(np.float32).min)
 #: the automatic lists (null): faiss ivf_flat's rule, so the two IVF indexes are comparable
 LISTS_FACTOR = 4.0
-MIN_POINTS_PER_LIST = 39
 
 
 class _Lost(Exception):
@@ -540,8 +539,7 @@ class PgvectorIndex:
     def resolve_lists(self, n_vectors: int) -> int:
         if self.lists is not None:
             return self.lists
-        upper = max(1, n_vectors // MIN_POINTS_PER_LIST)
-        return int(min(max(round(LISTS_FACTOR * math.sqrt(n_vectors)), 1), upper))
+        return auto_list_count(n_vectors, LISTS_FACTOR)
 
     def cache_params(self, n_vectors: int | None = None) -> dict[str, object]:
         params: dict[str, object] = {"kind": "pgvector", "method": self.method}
