@@ -23,10 +23,11 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bench.capacity.driver import Reply
+from bench.http.client import redact, secret_values
 
 RATE_LIMITED = frozenset({429, 503})
 
@@ -72,11 +73,12 @@ def _retry_after(value: str | None) -> float | None:
 
 class HttpTarget:
     """``async with HttpTarget([...urls], path="/v1/answer", body=...) as t: await t.send(q)``.
-    ``urls``: one per replica, taken in turn (a round-robin client)."""
+    ``urls``: one per replica, taken in turn (a round-robin client). ``headers``: sent with
+    every request (a credential among them is redacted from every error text kept)."""
 
     def __init__(self, urls: Sequence[str], *, path: str, body: Callable[[int], dict[str, Any]],
                  timeout_s: float = 30.0, max_connections: int = 1000,
-                 name: str | None = None) -> None:
+                 name: str | None = None, headers: Mapping[str, str] | None = None) -> None:
         if not urls:
             raise ValueError("HttpTarget needs at least one url")
         self.urls = [u.rstrip("/") for u in urls]
@@ -84,6 +86,8 @@ class HttpTarget:
         self.body = body
         self.timeout_s = timeout_s
         self.max_connections = max_connections
+        self.headers = dict(headers or {})
+        self._secrets = secret_values(headers=self.headers)
         self.name = name or f"{self.urls[0]}{path}" + (
             f" (+{len(self.urls) - 1} replicas, round-robin)" if len(self.urls) > 1 else "")
         self._turn = itertools.cycle(range(len(self.urls)))
@@ -93,7 +97,7 @@ class HttpTarget:
         import httpx
 
         self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(self.timeout_s),
+            timeout=httpx.Timeout(self.timeout_s), headers=self.headers,
             limits=httpx.Limits(max_connections=self.max_connections,
                                 max_keepalive_connections=self.max_connections))
         return self
@@ -143,7 +147,9 @@ class HttpTarget:
                         if event == "error":  # the server failed mid-answer and said so
                             return Reply("failed", started, time.perf_counter(), first,
                                          tuple(later), len(parts), "".join(parts) or None,
-                                         f"server error event: {data[:200]}", replica=replica)
+                                         "server error event: "
+                                         f"{redact(data, self._secrets)[:200]}",
+                                         replica=replica)
                         try:
                             text, final = _chunk_text(json.loads(data))
                         except json.JSONDecodeError:
@@ -172,7 +178,8 @@ class HttpTarget:
             # user already saw a partial answer: keep it, do not retry.
             return Reply("failed", started, time.perf_counter(), first, tuple(later),
                          len(parts), "".join(parts) or None,
-                         f"{type(exc).__name__}: {exc}"[:200], retry=first is None,
+                         redact(f"{type(exc).__name__}: {exc}", self._secrets)[:200],
+                         retry=first is None,
                          replica=replica)
         end = time.perf_counter()
         text = "".join(parts)

@@ -40,11 +40,16 @@ from bench.errors import BenchError, MissingDependencyError
 from bench.generation.base import Generation, GenerationRequest
 from bench.http.client import (  # shared with the other remote backends
     RETRY_STATUS,
+    Deadline,
+    StreamCut,
     api_key_headers,
     check_api_key_env,
     free_port,
     iter_sse_data,
+    loads_body,
+    redact,
     retry_after,
+    secret_values,
 )
 
 log = logging.getLogger(__name__)
@@ -339,33 +344,45 @@ class OpenAIHTTPGenerator:
         for n in range(self.max_retries + 1):
             attempt = self._attempt(api, req, body)
             if attempt.generation is not None:
-                return dataclasses.replace(attempt.generation, attempts=n + 1)
+                g = attempt.generation
+                return dataclasses.replace(
+                    g, attempts=n + 1, error=None if g.error is None else self._redact(g.error))
             if not attempt.retry or n == self.max_retries:
                 break
             delay = self.backoff_s * (2**n)
             if attempt.retry_after_s is not None:
                 delay = max(delay, attempt.retry_after_s)
-            log.debug("generator: %s retry %d after %s", req.request_id, n + 1, attempt.error)
+            log.debug("generator: %s retry %d after %s", req.request_id, n + 1,
+                      self._redact(attempt.error))
             time.sleep(delay)
-        return dataclasses.replace(_failed(req, "error", attempt.error, start), attempts=n + 1)
+        return dataclasses.replace(_failed(req, "error", self._redact(attempt.error), start),
+                                   attempts=n + 1)
+
+    def _redact(self, text: str) -> str:
+        """An error text without the API key or credentials a server echoed back."""
+        return redact(text, secret_values(self.api_key_env))
 
     def _attempt(self, api: str, req: GenerationRequest, body: dict[str, Any]) -> _Attempt:
         import httpx
 
         client = self._http()
         t0 = time.perf_counter()
-        deadline = t0 + self.timeout_s
+        # timeout_s bounds the whole attempt, its stream included (Deadline shuts the socket
+        # down when the time is up, however slowly the server sends)
+        deadline = Deadline(self.timeout_s, start=t0)
         try:
-            with client.stream(
-                "POST", f"{api}/chat/completions", json=body, headers=self._headers()
+            with deadline, client.stream(
+                "POST", f"{api}/chat/completions", json=body, headers=self._headers(),
+                timeout=deadline.remaining(), extensions=deadline.extensions()
             ) as resp:
+                deadline.attach(resp)
                 if resp.status_code != 200:
-                    resp.read()
-                    msg = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                    text = self._redact(resp.read().decode("utf-8", "replace"))
+                    msg = f"HTTP {resp.status_code}: {text[:300]}"
                     retry = resp.status_code in RETRY_STATUS
                     after = retry_after(resp.headers.get("retry-after"))
                     return _Attempt(None, retry, msg, after)
-                return _Attempt(self._consume(req, resp, t0, deadline), False, "")
+                return _Attempt(self._consume(req, resp, t0, deadline.end), False, "")
         except httpx.TimeoutException:
             return _Attempt(
                 _failed(req, "timeout", f"no answer within {self.timeout_s:g} s", t0), False, ""
@@ -375,8 +392,16 @@ class OpenAIHTTPGenerator:
                 _failed(req, "timeout", f"stream exceeded {self.timeout_s:g} s", t0), False, ""
             )
         except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            if deadline.fired:
+                return _Attempt(
+                    _failed(req, "timeout", f"stream exceeded {self.timeout_s:g} s", t0),
+                    False, "")
             return _Attempt(None, True, f"{type(exc).__name__}: {exc}")
         except httpx.HTTPError as exc:
+            if deadline.fired:
+                return _Attempt(
+                    _failed(req, "timeout", f"stream exceeded {self.timeout_s:g} s", t0),
+                    False, "")
             return _Attempt(None, False, f"{type(exc).__name__}: {exc}")
 
     def _consume(
@@ -386,16 +411,26 @@ class OpenAIHTTPGenerator:
         stamps: list[float] = []
         finish = "error"
         usage: dict[str, Any] = {}
-        for data in iter_sse_data(resp.iter_lines()):
+        events = iter_sse_data(resp.iter_lines())
+        while True:
+            try:
+                data = next(events)
+            except StopIteration:
+                break
+            except StreamCut as exc:  # the last event never ended: an incomplete answer
+                return _failed(req, "error", str(exc), t0)
             now = time.perf_counter()
             if now > deadline:
                 raise _Deadline
             if data.strip() == "[DONE]":
                 break
             try:
-                event = json.loads(data)
-            except json.JSONDecodeError:
-                return _failed(req, "error", f"malformed stream event: {data[:200]!r}", t0)
+                event = loads_body(data)
+            except ValueError:
+                event = None
+            if not isinstance(event, dict):
+                shown = self._redact(data)[:200]
+                return _failed(req, "error", f"malformed stream event: {shown!r}", t0)
             if "error" in event:
                 err = event["error"]
                 msg = err.get("message", str(err)) if isinstance(err, dict) else str(err)

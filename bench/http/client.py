@@ -20,6 +20,7 @@ Also here, shared with ``bench.generation.openai_http``: the retryable statuses,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -71,9 +72,21 @@ def retry_after(value: str | None) -> float | None:
         return None
 
 
+class StreamCut(Exception):
+    """A server-sent-event stream that ended inside an event (a ``data:`` line without the
+    blank line that dispatches it): the event is discarded (as the SSE spec says) and the
+    answer is incomplete."""
+
+    def __init__(self, pending: str) -> None:
+        super().__init__(f"stream ended inside an event (no blank line after {pending[:60]!r}):"
+                         " the answer is incomplete")
+
+
 def iter_sse_data(lines: Iterator[str]) -> Iterator[str]:
     """The ``data`` payload of each server-sent event (multi-line data joined by newlines);
-    comments, ``event:``/``id:`` fields and keep-alives are skipped."""
+    comments, ``event:``/``id:`` fields and keep-alives are skipped. An event is dispatched by
+    the blank line that ends it; a stream that ends before that blank line raises
+    :class:`StreamCut` (the unterminated event is not yielded)."""
     data: list[str] = []
     for line in lines:
         if line == "":
@@ -87,7 +100,139 @@ def iter_sse_data(lines: Iterator[str]) -> Iterator[str]:
         if field == "data":
             data.append(value[1:] if value.startswith(" ") else value)
     if data:
-        yield "\n".join(data)
+        raise StreamCut("\n".join(data))
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads_body(raw: bytes | str) -> Any:
+    """A response body as JSON, strictly: invalid UTF-8 and ``NaN`` / ``Infinity`` (which
+    Python's json accepts and no JSON number is) raise ``ValueError`` like malformed JSON."""
+    return json.loads(raw, parse_constant=_no_constant)
+
+
+#: echoed credentials: a header or field whose name says it holds one, and its value
+_SECRET_FIELD = re.compile(
+    r"""(?ix)
+    ( (?:proxy-)?authori[sz]ation | x-api-key | api[-_]?key | x-auth-token | auth[-_]?token
+      | access[-_]?token | refresh[-_]?token | client[-_]?secret | secret | password
+      | set-cookie | cookie )
+    ( ["']? \s* [:=] \s* ["']? )
+    ( (?:bearer|basic|token)\s+ )?
+    (?! \[redacted\] | (?:bearer|basic|token)\s )
+    ( [^\s"',;&}\]]+ )""")
+#: a bearer / basic credential wherever it stands
+_SCHEME_TOKEN = re.compile(r"(?i)\b(bearer|basic)(\s+)(?!\[redacted\])[A-Za-z0-9._~+/=-]+")
+REDACTED = "[redacted]"
+
+
+def secret_values(api_key_env: str | None = None,
+                  headers: Mapping[str, str] | None = None) -> list[str]:
+    """The configured secrets of a client: the value of ``api_key_env`` and of every
+    configured header whose name says it holds a credential (its value and, for
+    ``Bearer x``, ``x``)."""
+    out: list[str] = []
+    if api_key_env is not None and os.environ.get(api_key_env):
+        out.append(os.environ[api_key_env])
+    for name, value in (headers or {}).items():
+        if _SECRET_FIELD.match(f"{name}: x") and value:
+            out.append(str(value))
+            scheme, _, rest = str(value).partition(" ")
+            if rest.strip() and scheme.lower() in ("bearer", "basic", "token"):
+                out.append(rest.strip())
+    return sorted({v for v in out if len(v) >= 4}, key=len, reverse=True)
+
+
+def redact(text: str, secrets: Sequence[str] = ()) -> str:
+    """``text`` (an error message: a server's body, an exception) without credentials: every
+    configured secret value, any ``Bearer``/``Basic`` credential and the value of any
+    ``Authorization`` / ``api-key`` / ``token`` / ``cookie``-like header or field echoed
+    back are replaced by ``[redacted]``. Applied before an error text is truncated, stored
+    or printed."""
+    for value in secrets:
+        if value:
+            text = text.replace(value, REDACTED)
+    text = _SCHEME_TOKEN.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    return _SECRET_FIELD.sub(
+        lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) or ''}{REDACTED}", text)
+
+
+class Deadline:
+    """One request's end-to-end limit on a synchronous httpx client: connecting, the
+    headers and the whole body, however slowly the server sends it.
+
+    httpx's ``timeout`` bounds each network operation (a read that waits longer than it
+    fails), not their sum: a body trickled one byte at a time never trips it. ``Deadline``
+    keeps the request's sockets (from httpcore's ``trace`` extension when it connects, from
+    the response's ``network_stream`` otherwise) and shuts them down when the time is up,
+    which ends any read in progress; ``expired`` then says the failure was the deadline.
+    Use: ``with Deadline(t) as d: client.stream(..., timeout=d.remaining(),
+    extensions=d.extensions())`` and ``d.attach(resp)``."""
+
+    def __init__(self, timeout_s: float, start: float | None = None) -> None:
+        self.end = (time.perf_counter() if start is None else start) + timeout_s
+        self.fired = False
+        self._socks: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._done = False
+        self._timer: threading.Timer | None = None
+
+    def remaining(self) -> float:
+        return max(self.end - time.perf_counter(), 0.001)
+
+    @property
+    def expired(self) -> bool:
+        return self.fired or time.perf_counter() >= self.end
+
+    def extensions(self) -> dict[str, Any]:
+        return {"trace": self._trace}
+
+    def _trace(self, event: str, info: Mapping[str, Any]) -> None:
+        if event.endswith(("connect_tcp.complete", "start_tls.complete")):
+            self._watch(info.get("return_value"))
+
+    def attach(self, resp: Any) -> None:
+        """Watch the socket the response is read from (a pooled connection's too)."""
+        self._watch(getattr(resp, "extensions", {}).get("network_stream"))
+
+    def _watch(self, stream: Any) -> None:
+        try:
+            sock = None if stream is None else stream.get_extra_info("socket")
+        except Exception:  # a transport without sockets: the per-read timeout still holds
+            sock = None
+        if not isinstance(sock, socket.socket):
+            return
+        with self._lock:
+            self._socks.append(sock)
+            if self.fired:
+                _shutdown(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.fired = True
+            for sock in self._socks:
+                _shutdown(sock)
+
+    def __enter__(self) -> Deadline:
+        self._timer = threading.Timer(max(self.end - time.perf_counter(), 0.0), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._done = True
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def _shutdown(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # already closed
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def api_key_headers(api_key_env: str | None) -> dict[str, str]:
@@ -263,28 +408,42 @@ class JSONEndpoint:
         n = 0
         for n in range(self.max_retries + 1):
             delay: float | None = None
+            deadline = Deadline(self.timeout_s)
             try:
                 with self._slots:
-                    resp = client.post(self.url(path), content=payload, headers=headers)
+                    # timeout_s bounds each attempt end to end, its body included
+                    deadline = Deadline(self.timeout_s)
+                    with deadline, client.stream(
+                            "POST", self.url(path), content=payload, headers=headers,
+                            timeout=deadline.remaining(),
+                            extensions=deadline.extensions()) as resp:
+                        deadline.attach(resp)
+                        raw = resp.read()
                 code = resp.status_code
                 server_ms = server_total_ms(resp.headers.get("server-timing"))
                 if code == 200:
                     try:
-                        parsed = resp.json()
-                    except ValueError:
+                        parsed = loads_body(raw)
+                    except ValueError as exc:
                         return self._record(path, "invalid", t0, n + 1, n_items, code,
-                                            f"not JSON: {resp.text[:200]!r}", server_ms)
+                                            f"not JSON ({exc}): "
+                                            f"{self._redact(repr(raw))[:200]}", server_ms)
                     return JSONResult(self._record(path, "ok", t0, n + 1, n_items, code, None,
                                                    server_ms).record, parsed)
-                error = f"HTTP {code}: {resp.text[:300]}"
+                text = self._redact(raw.decode("utf-8", "replace"))
+                error = f"HTTP {code}: {text[:300]}"
                 if code not in RETRY_STATUS:
                     break
                 delay = retry_after(resp.headers.get("retry-after"))
             except httpx.TimeoutException:
                 return self._record(path, "timeout", t0, n + 1, n_items, None,
-                                    f"no answer within {self.timeout_s:g} s", None)
+                                    f"no complete answer within {self.timeout_s:g} s", None)
             except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError,
                     httpx.WriteError) as exc:
+                if deadline.fired:  # the deadline shut the socket mid-read
+                    return self._record(path, "timeout", t0, n + 1, n_items, None,
+                                        f"no complete answer within {self.timeout_s:g} s",
+                                        None)
                 error, code = f"{type(exc).__name__}: {exc}", None
             except httpx.HTTPError as exc:
                 error, code = f"{type(exc).__name__}: {exc}", None
@@ -295,17 +454,21 @@ class JSONEndpoint:
             time.sleep(max(wait, delay) if delay is not None else wait)
         return self._record(path, status, t0, n + 1, n_items, code, error, server_ms)
 
+    def _redact(self, text: str) -> str:
+        return redact(text, secret_values(self.api_key_env))
+
     def _record(self, path: str, status: str, t0: float, attempts: int, n_items: int,
                 code: int | None, error: str | None, server_ms: float | None) -> JSONResult:
         rec = RequestRecord(path, status, (time.perf_counter() - t0) * 1000.0, attempts,
-                            n_items, code, error, server_ms)
+                            n_items, code, None if error is None else self._redact(error),
+                            server_ms)
         with self._lock:
             self._records.append(rec)
         return JSONResult(rec)
 
     def invalid(self, result: JSONResult, why: str) -> RequestRecord:
         """Mark an answered request ``invalid`` (its body had the wrong shape)."""
-        rec = replace(result.record, status="invalid", error=why)
+        rec = replace(result.record, status="invalid", error=self._redact(why))
         with self._lock:
             for i in range(len(self._records) - 1, -1, -1):
                 if self._records[i] is result.record:
@@ -316,11 +479,10 @@ class JSONEndpoint:
     def fail(self, record: RequestRecord, *, key: str | None = None) -> RemoteError:
         """The one-line error of a request the work cannot do without (naming ``key``,
         by default ``<key>.base_url``)."""
-        return RemoteError(f"config key {key or self.key + '.base_url'}: POST "
-                           f"{self.url(record.endpoint)} "
-                           f"{record.status} after {record.attempts} attempt"
-                           f"{'s' if record.attempts != 1 else ''}: {record.error}",
-                           record.status)
+        return RemoteError(self._redact(
+            f"config key {key or self.key + '.base_url'}: POST {self.url(record.endpoint)} "
+            f"{record.status} after {record.attempts} attempt"
+            f"{'s' if record.attempts != 1 else ''}: {record.error}"), record.status)
 
     def records(self) -> list[RequestRecord]:
         """Every request so far, in completion order."""

@@ -21,7 +21,6 @@ mapping). Nothing is raised per request and nothing is dropped.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -35,11 +34,16 @@ from bench.config.build import OptionError
 from bench.errors import ConfigError, MissingDependencyError
 from bench.http.client import (
     RETRY_STATUS,
+    Deadline,
+    StreamCut,
     api_key_headers,
     check_api_key_env,
     check_robustness,
     iter_sse_data,
+    loads_body,
+    redact,
     retry_after,
+    secret_values,
     server_total_ms,
 )
 from bench.system.base import FAILED, INVALID, OK, TIMEOUT, SystemQuery, SystemResponse
@@ -195,8 +199,8 @@ class HTTPSystem:
             try:
                 code = httpx.get(self.health_url, timeout=min(self.timeout_s, 10.0)).status_code
             except httpx.HTTPError as exc:
-                raise ConfigError("system.health_url", f"{self.health_url} unreachable "
-                                  f"({type(exc).__name__}: {exc})") from None
+                raise ConfigError("system.health_url", self._redact(
+                    f"{self.health_url} unreachable ({type(exc).__name__}: {exc})")) from None
             if code != 200:
                 raise ConfigError("system.health_url", f"{self.health_url} answered {code}, "
                                   "expected 200")
@@ -209,10 +213,10 @@ class HTTPSystem:
         err = r.error or r.status
         if r.status == INVALID and err.startswith("response"):
             key, _, why = err.partition(": ")
-            raise ConfigError(f"system.{key}", f"the preflight response from {self.url} does "
-                              f"not fit: {why}")
-        raise ConfigError("system.url", f"preflight request to {self._url()} {r.status}: "
-                          f"{err}")
+            raise ConfigError(f"system.{key}", self._redact(
+                f"the preflight response from {self.url} does not fit: {why}"))
+        raise ConfigError("system.url", self._redact(
+            f"preflight request to {self._url()} {r.status}: {err}"))
 
     def ask(self, queries: Sequence[SystemQuery],
             on_response: Callable[[SystemResponse], None] | None = None
@@ -305,7 +309,9 @@ class HTTPSystem:
         for n in range(limit + 1):
             attempt = self._attempt(q, body, t0)
             if attempt.response is not None:
-                return replace(attempt.response, attempts=n + 1)
+                r = attempt.response
+                return replace(r, attempts=n + 1,
+                               error=None if r.error is None else self._redact(r.error))
             if not attempt.retry or n == limit:
                 break
             delay = self.backoff_s * (2 ** n)
@@ -315,43 +321,58 @@ class HTTPSystem:
                 break  # the next attempt could not finish inside the request's limit
             time.sleep(delay)
         return SystemResponse(q.query_id, FAILED, (time.perf_counter() - t0) * 1000.0,
-                              error=attempt.error, http_status=attempt.http_status,
-                              attempts=n + 1)
+                              error=self._redact(attempt.error),
+                              http_status=attempt.http_status, attempts=n + 1)
+
+    def _redact(self, text: str) -> str:
+        """An error text without the configured secrets or echoed credentials (stored in
+        system.parquet, printed at preflight)."""
+        return redact(text, secret_values(self.api_key_env, self.headers))
 
     def _attempt(self, q: SystemQuery, body: Any, t0: float) -> _Attempt:
         httpx = _httpx()
         client = self._http()
-        kwargs: dict[str, Any] = {"headers": self._headers(),
-                                  "timeout": max(self.timeout_s - (time.perf_counter() - t0),
-                                                 0.001)}
+        # timeout_s bounds the whole request from t0, retries, headers and body included:
+        # Deadline shuts the socket down when the time is up, however slowly bytes arrive
+        deadline = Deadline(self.timeout_s, start=t0)
+        kwargs: dict[str, Any] = {"headers": self._headers(), "timeout": deadline.remaining(),
+                                  "extensions": deadline.extensions()}
         if self.method == "POST":
             kwargs["json"] = body
-        deadline = t0 + self.timeout_s
         try:
-            with client.stream(self.method, self._url(), **kwargs) as resp:
+            with deadline, client.stream(self.method, self._url(), **kwargs) as resp:
+                deadline.attach(resp)
                 if resp.status_code != 200:
-                    text = resp.read().decode("utf-8", "replace")[:200]
+                    # the whole body is redacted before it is cut to its first 200 characters
+                    text = self._redact(resp.read().decode("utf-8", "replace"))
                     return _Attempt(None, resp.status_code in RETRY_STATUS,
-                                    f"HTTP {resp.status_code}: {' '.join(text.split())}",
+                                    f"HTTP {resp.status_code}: {' '.join(text.split())[:200]}",
                                     resp.status_code,
                                     retry_after(resp.headers.get("retry-after")))
                 if self.stream:
-                    r = self._consume(q, resp, t0, deadline)
+                    r = self._consume(q, resp, t0, deadline.end)
                 else:
                     raw = resp.read()
-                    if time.perf_counter() > deadline:
+                    if deadline.expired:
                         raise _Deadline
                     r = self._parsed(q, raw, t0)
                 return _Attempt(self._header_timing(r, resp.headers.get("server-timing")),
                                 False, "")
         except (_Deadline, httpx.TimeoutException):
-            return _Attempt(SystemResponse(q.query_id, TIMEOUT, (time.perf_counter() - t0)
-                                           * 1000.0, error=f"no complete response within "
-                                           f"{self.timeout_s:g} s"), False, "")
+            return self._timeout(q, t0)
         except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            if deadline.fired:
+                return self._timeout(q, t0)
             return _Attempt(None, True, f"{type(exc).__name__}: {exc}")
         except httpx.HTTPError as exc:
+            if deadline.fired:
+                return self._timeout(q, t0)
             return _Attempt(None, False, f"{type(exc).__name__}: {exc}")
+
+    def _timeout(self, q: SystemQuery, t0: float) -> _Attempt:
+        return _Attempt(SystemResponse(q.query_id, TIMEOUT, (time.perf_counter() - t0) * 1000.0,
+                                       error=f"no complete response within "
+                                             f"{self.timeout_s:g} s"), False, "")
 
     def _header_timing(self, r: SystemResponse, header: str | None) -> SystemResponse:
         """The server's ``Server-Timing: total`` when asked for and no field is mapped."""
@@ -363,11 +384,12 @@ class HTTPSystem:
     def _parsed(self, q: SystemQuery, raw: bytes, t0: float) -> SystemResponse:
         got = time.perf_counter()
         try:
-            parsed = self.mapping.parse(json.loads(raw))
-        except json.JSONDecodeError as exc:
-            return self._invalid(q, t0, f"body is not JSON ({exc}): {raw[:120]!r}", got)
+            parsed = self.mapping.parse(loads_body(raw))
         except MappingError as exc:
             return self._invalid(q, t0, str(exc), got)
+        except ValueError as exc:  # malformed JSON, invalid UTF-8, NaN / Infinity
+            return self._invalid(q, t0, f"body is not JSON ({exc}): "
+                                        f"{self._redact(repr(raw))[:120]}", got)
         end = time.perf_counter()
         return self._response(q, parsed, t0, end, (end - got) * 1000.0, None)
 
@@ -376,20 +398,28 @@ class HTTPSystem:
         first: float | None = None
         client_s = 0.0
         fields: dict[str, Any] = {}
-        for data in iter_sse_data(resp.iter_lines()):
+        events = iter_sse_data(resp.iter_lines())
+        while True:
+            try:
+                data = next(events)
+            except StopIteration:
+                break
+            except StreamCut as exc:  # the last event never ended: an incomplete answer
+                return self._invalid(q, t0, str(exc), time.perf_counter())
             now = time.perf_counter()
             if now > deadline:
                 raise _Deadline
             if data.strip() == "[DONE]":
                 break
             try:
-                event = json.loads(data)
+                event = loads_body(data)
                 delta = self.mapping.delta_of(event)
                 p = self.mapping.parse(event, partial=True)
-            except json.JSONDecodeError:
-                return self._invalid(q, t0, f"stream event is not JSON: {data[:120]!r}", now)
             except MappingError as exc:
                 return self._invalid(q, t0, str(exc), now)
+            except ValueError as exc:
+                return self._invalid(q, t0, f"stream event is not JSON ({exc}): "
+                                            f"{self._redact(repr(data))[:120]}", now)
             if delta:
                 parts.append(delta)
                 first = now if first is None else first
