@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.data.jsonl import Where, require_file
+from bench.data.jsonl import Where, read_text
+from bench.errors import InputError
 
 FORMATS = ("ragas", "ragchecker", "flashrag")
 
@@ -154,9 +155,12 @@ def _flashrag(rec: Any, where: Where) -> ImportedRecord:
 
 
 def read_records(path: str | Path, fmt: str) -> list[ImportedRecord]:
-    """Every record of ``path`` in format ``fmt``; ``InputError`` naming file:line."""
-    p = require_file(path)
-    text = p.read_text(encoding="utf-8")
+    """Every record of ``path`` in format ``fmt``; ``InputError`` naming file:line. The file
+    is UTF-8 (a BOM is dropped, as the dataset readers do); a record id given twice (the
+    query text, for Ragas, which has no ids) is refused at the second one's line: the
+    matching could only let one of them win."""
+    text = read_text(path)  # not found / invalid UTF-8: one line naming file(:line)
+    p = Path(path)
     parse = {"ragas": _ragas, "ragchecker": _ragchecker, "flashrag": _flashrag}[fmt]
     try:
         if fmt == "ragchecker" or (fmt == "ragas" and p.suffix == ".json"):
@@ -164,12 +168,18 @@ def read_records(path: str | Path, fmt: str) -> list[ImportedRecord]:
         else:
             items = list(_lines(text))
         out = [parse(obj, Where(str(p), line)) for line, obj in items]
+    except InputError as exc:  # re-aim the message at this file
+        raise InputError(p, exc.line, exc.message) from None
     except Exception as exc:
-        from bench.errors import InputError
-
-        if isinstance(exc, InputError):  # re-aim the message at this file
-            raise InputError(p, exc.line, exc.message) from None
         raise InputError(p, 0, str(exc)) from None
     if not out:
         raise InputError(p, 0, "no records")
+    seen: dict[str, int] = {}
+    for r in out:
+        key = r.query_id if r.query_id is not None else " ".join(r.query.split())
+        what = "record id" if r.query_id is not None else "query text"
+        if key in seen:
+            raise InputError(p, r.line, f"duplicate {what} {key[:60]!r} (first at line "
+                                        f"{seen[key]})")
+        seen[key] = r.line
     return out

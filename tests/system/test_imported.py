@@ -121,3 +121,41 @@ def test_imported_answers_are_scored_like_bench_own(tmp_path: Path) -> None:
     assert ndcg and all(r["value"] == pytest.approx(1.0) for r in ndcg)
     comps = pq.read_table(result.run_dir / "comparisons.parquet").to_pylist()
     assert any(r["config_id"] == ranking["config_id"] for r in comps)
+
+
+# --- hostile files (issue 38): one line naming file(:line), never a traceback --------------
+
+FLASH = ('{"id": "q1", "question": "first?", "output": {"pred": "one"}}\n'
+         '{"id": "q2", "question": "second?", "output": {"pred": "two"}}\n')
+
+
+@pytest.mark.parametrize(("fmt", "name", "data", "line", "what"), [
+    ("flashrag", "empty.jsonl", b"", 0, "no records"),
+    ("ragchecker", "empty.json", b"", 1, "not JSON"),
+    ("flashrag", "utf8.jsonl", FLASH.encode().replace(b"second", b"sec\xffnd"), 2,
+     "invalid UTF-8 (byte 0xff"),
+    ("flashrag", "dup.jsonl", (FLASH + '{"id": "q1", "question": "again?", "output": '
+                               '{"pred": "three"}}\n').encode(), 3,
+     "duplicate record id 'q1' (first at line 1)"),
+    ("ragas", "dup.jsonl", b'{"user_input": "What is X?", "response": "a"}\n'
+                           b'{"user_input": " What  is X? ", "response": "b"}\n', 2,
+     "duplicate query text 'What is X?'"),
+])
+def test_a_hostile_answers_file_is_one_line(tmp_path: Path, fmt: str, name: str, data: bytes,
+                                            line: int, what: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(InputError) as err:
+        read_records(path, fmt)
+    assert err.value.line == line and what in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_a_utf8_bom_is_accepted_as_the_dataset_readers_do(tmp_path: Path) -> None:
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + FLASH.encode())
+    assert [r.query_id for r in read_records(path, "flashrag")] == ["q1", "q2"]
+    js = tmp_path / "bom.json"
+    js.write_bytes(b"\xef\xbb\xbf" + json.dumps({"results": [
+        {"query_id": "a", "query": "q", "response": "r"}]}).encode())
+    assert read_records(js, "ragchecker")[0].query_id == "a"
