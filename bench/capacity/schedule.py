@@ -29,6 +29,7 @@ from typing import Literal
 
 import numpy as np
 
+from bench.data.jsonl import read_text
 from bench.errors import InputError
 
 
@@ -139,7 +140,8 @@ def trace_arrivals(path: Path, query_ids: list[str]) -> Schedule:
     a timestamp going backwards is an input error naming file:line."""
     index = {q: i for i, q in enumerate(query_ids)}
     rows: list[tuple[float, int]] = []
-    lines = path.read_text().splitlines()
+    # UTF-8 (a BOM dropped); invalid bytes or a missing file: one line naming file(:line)
+    lines = read_text(path).splitlines()
     jsonl = path.suffix in (".jsonl", ".json")
     start = 0
     if not jsonl:
