@@ -83,6 +83,16 @@ def test_trace_replay_and_errors(tmp_path: Path) -> None:
         trace_arrivals(p, ["a"])
 
 
+def test_a_trace_with_invalid_utf8_is_the_one_line_input_error(tmp_path: Path) -> None:
+    p = tmp_path / "t.csv"
+    p.write_bytes(b"timestamp_s,query_id\n0,a\n1,\xe9b\n")
+    with pytest.raises(InputError) as err:
+        trace_arrivals(p, ["a", "b"])
+    assert str(err.value).startswith(f"{p}:3: invalid UTF-8 (byte 0xe9")
+    p.write_bytes(b"\xef\xbb\xbftimestamp_s,query_id\n0,a\n")  # a BOM is not the header
+    assert trace_arrivals(p, ["a"]).query.tolist() == [0]
+
+
 def test_shares_partition_the_schedule() -> None:
     s = poisson_arrivals(rate_rps=10, n=11, n_queries=3)
     a, b = s.part(0, 2), s.part(1, 2)
