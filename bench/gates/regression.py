@@ -35,16 +35,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.compare import config_ids, load_side, per_query_path
 from bench.config.toplevel import check_scope
-from bench.errors import BenchError, ConfigError
+from bench.errors import BenchError, ConfigError, InputError
 from bench.metrics.cli import format_table
 from bench.metrics.pairing import paired
 from bench.metrics.registry import find_metric, parse_metric
 from bench.metrics.stats import paired_compare
-from bench.results.scores import ConfigScores
+from bench.results.scores import ConfigScores, read_table, scores_of_table
 
 BOUNDS = ("ci_upper", "ci_lower", "mean")
 PAIR_BY = ("config_id", "label")
@@ -329,6 +330,15 @@ def check_against(value: object, key: str = "gates_against") -> Path:
                if c not in names]
     if missing:
         raise ConfigError(key, f"{file} lacks columns {missing}: not a bench per_query table")
+    try:  # read now what the gate reads after the run: a corrupt column is found before work
+        if not scores_of_table(read_table(file), file):
+            raise InputError(file, 0, "holds no rows")
+        _labels(path)
+    except BenchError as exc:
+        raise ConfigError(key, exc.one_line()) from None
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(key, f"{path}: configs.parquet is not readable ({first})") from None
     return path
 
 
@@ -657,6 +667,7 @@ def read_rules(path: Path) -> dict[str, Any]:
     RegressionConfig's keys and types; one line naming the file otherwise."""
     from omegaconf import DictConfig, OmegaConf
     from omegaconf.errors import OmegaConfBaseException
+    from yaml import YAMLError
 
     from bench.config.schema import RegressionConfig
 
@@ -668,6 +679,11 @@ def read_rules(path: Path) -> dict[str, Any]:
             raise BenchError(f"{path}: expected a mapping (a 'regression:' block)")
         node = loaded.get("regression", loaded)
         merged = OmegaConf.merge(OmegaConf.structured(RegressionConfig), node)
+    except YAMLError as exc:  # a malformed file: where the parser stopped, in one line
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        what = getattr(exc, "problem", None) or type(exc).__name__
+        raise BenchError(f"{path}{line}: not readable YAML/JSON ({what})") from None
     except (OmegaConfBaseException, OSError, ValueError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise BenchError(f"{path}: {first}") from None

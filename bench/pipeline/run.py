@@ -182,6 +182,7 @@ def prepare(cfg: DictConfig) -> Prepared:
     check_budget_stages(comps, the_plan)
     check_run_gates(settings.gates, the_plan.configs, comps)
     check_decision_configs(settings, the_plan)
+    check_capacity_config(settings, the_plan)
     return Prepared(settings, run_id, device, comps, telemetry, dataset, data_timing, gen,
                     the_plan, Executor(store, telemetry, device), selection, found)
 
@@ -410,6 +411,20 @@ def check_decision_configs(settings: RunSettings, the_plan: Plan) -> None:
                 raise ConfigError(f"decisions[{i}].{side}",
                                   f"{name!r} is not a config of this run; its configs: "
                                   f"{', '.join(c.label for c in the_plan.configs)}")
+
+
+def check_capacity_config(settings: RunSettings, the_plan: Plan) -> None:
+    """``capacity.config`` must name a config of this run (or ``best_under_budget``), checked
+    with the plan (``plan_only`` too), not after every config was computed."""
+    from bench.pipeline.capacity import BEST
+
+    wanted = settings.capacity.config
+    if not wanted or str(wanted) == BEST:
+        return
+    if all(c.config_id != str(wanted) for c in the_plan.configs):
+        ids = ", ".join(f"{c.config_id} ({c.label})" for c in the_plan.configs)
+        raise ConfigError("capacity.config", f"no config {str(wanted)!r} in this run; "
+                                             f"configs: {ids}, or {BEST}")
 
 
 def preregistered_decisions(done: Executed) -> list[DecisionRecord]:

@@ -129,6 +129,32 @@ def gate(spec: str) -> str:
     return f"+gates=[{spec}]"
 
 
+def _corrupted_per_query() -> bytes:
+    """A baseline per_query.parquet whose footer and schema are intact and whose ``value``
+    column's data page is not (its page header overwritten): only a read of the column
+    finds it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 40
+    t = pa.table({"config_id": ["c1"] * n, "query_id": [f"q{i}" for i in range(n)],
+                  "category": ["x"] * n, "metric": ["ndcg@10"] * n,
+                  "value": [0.5 + i / 1000 for i in range(n)], "status": ["scored"] * n})
+    buf = io.BytesIO()
+    pq.write_table(t, buf, compression="snappy")
+    data = bytearray(buf.getvalue())
+    meta = pq.ParquetFile(io.BytesIO(bytes(data))).metadata.row_group(0)
+    col = next(meta.column(i) for i in range(meta.num_columns)
+               if meta.column(i).path_in_schema == "value")
+    data[col.data_page_offset + 2:col.data_page_offset + 12] = b"\xff" * 10
+    return bytes(data)
+
+
+FLASH = ('{"id": "q1", "question": "first?", "output": {"pred": "one"}}\n'
+         '{"id": "q2", "question": "second?", "output": {"pred": "two"}}\n')
+IMPORTED = ("system=imported", "system.path={d}/answers.jsonl", "system.format=flashrag")
+
+
 CASES: list[Case] = [
     # --- config keys: `+`-added keys unknown to the schema
     cfg("plus-top-level", "config key foo:", "+foo=1", sub=True),
@@ -332,6 +358,25 @@ CASES: list[Case] = [
     Case("compare-run-dir-empty", "compare", ("{d}/a", "{d}/a"), "{d}/a/per_query.parquet",
          {"a/.keep": ""}),
     Case("sweep-dir-missing", "sweep", ("{d}/nope",), "{d}/nope"),
+    # --- the served surfaces (issue 38)
+    cfg("imported-empty-file", "{d}/answers.jsonl: no records", *IMPORTED,
+        files={"answers.jsonl": ""}),
+    cfg("imported-utf8", "{d}/answers.jsonl:2: invalid UTF-8", *IMPORTED,
+        files={"answers.jsonl": FLASH.encode().replace(b"second", b"sec\xffnd")}),
+    cfg("imported-duplicate-id", "{d}/answers.jsonl:3: duplicate record id 'q1'", *IMPORTED,
+        files={"answers.jsonl": FLASH + '{"id": "q1", "question": "x?", "output": '
+                                        '{"pred": "y"}}\n'}),
+    cfg("gates-against-corrupt-column", "config key gates_against: ",
+        "gates_against={d}/base", "regression.gates=[{metric:ndcg@10,max_drop:0.05}]",
+        files={"base/per_query.parquet": _corrupted_per_query()}),
+    cfg("capacity-config-unknown", "config key capacity.config: no config 'nosuch'",
+        "capacity.config=nosuch"),
+    cfg("capacity-config-unknown-plan-only", "config key capacity.config: no config 'nosuch'",
+        "capacity.config=nosuch", "plan_only=true"),
+    Case("compare-gate-malformed-yaml", "compare",
+         ("--gate", "{d}/rules.yaml", "{d}/a", "{d}/b"), "{d}/rules.yaml:3: not readable YAML",
+         {"rules.yaml": "regression:\n  gates: [{metric: ndcg@10, max_drop: 0.05}\n",
+          "a/.keep": "", "b/.keep": ""}, subprocess=True),
 ]
 
 
