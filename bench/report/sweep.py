@@ -380,6 +380,26 @@ class SweepReportCallback(Callback):
 _ACTIVE: tuple[Path, str, str | None] | None = None
 
 
+#: sections a multirun's other callbacks leave for its merged report (``<name>.md``, appended
+#: in name order): Hydra calls the ``on_multirun_end`` of callbacks in reverse order, so one
+#: listed after ``sweep_report`` runs before the merged report exists
+SECTIONS_DIR = "report_sections"
+
+
+def merged_report_path(sweep_dir: Path) -> Path:
+    return sweep_dir / "merged-report" / "report.md"
+
+
+def append_sections(sweep_dir: Path) -> None:
+    """Append ``<sweep dir>/report_sections/*.md`` to the merged report just written."""
+    folder, report = sweep_dir / SECTIONS_DIR, merged_report_path(sweep_dir)
+    if not folder.is_dir() or not report.is_file():
+        return
+    with report.open("a") as f:
+        for section in sorted(folder.glob("*.md")):
+            f.write("\n" + section.read_text())
+
+
 def finish(sweep_dir: Path, *, metric: str = "ndcg@10", x_key: str | None = None) -> int:
     """Write the report, print one line if the sweep is not clean, return its exit code."""
     out = write_sweep_report(sweep_dir, metric=metric, x_key=x_key)
@@ -388,6 +408,7 @@ def finish(sweep_dir: Path, *, metric: str = "ndcg@10", x_key: str | None = None
     from bench.report.__main__ import main as merged_report
 
     merged_report([str(sweep_dir)])
+    append_sections(sweep_dir)
     code = sweep_exit_code(sweep_dir)
     if code == EXIT_SWEEP_INCOMPLETE:
         n = len(json.loads((sweep_dir / "sweep_status.json").read_text())["unfinished"])

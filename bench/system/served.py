@@ -2,10 +2,13 @@
 
 ``FilteredAnnCallback`` (a Hydra callback of ``+experiment=served``) runs
 ``scripts/bench_filtered_ann.py`` on the experiment's own vectors (the artifact cache the jobs
-filled, the same ``overrides``) once every job has finished and the merged report is written,
-writes ``<sweep dir>/filtered_ann.md`` and appends it to ``merged-report/report.md``. A failure
-there is one warning line and a "Not produced" section in that report, saying why: the jobs'
-results stand.
+filled, the same ``overrides``) once every job has finished, writes ``<sweep
+dir>/filtered_ann.md`` and leaves its section in ``<sweep dir>/report_sections/`` for the merged
+report (``merged-report/report.md``). Hydra calls the callbacks' ``on_multirun_end`` in reverse
+order, so this one runs before the sweep report's: the sweep report appends the section when it
+writes the merged report; a merged report already written (another order) gets it appended
+here. A failure is one warning line and a "Not produced" section in that report, saying why:
+the jobs' results stand.
 """
 
 from __future__ import annotations
@@ -70,21 +73,29 @@ class FilteredAnnCallback(Callback):
             tail = " | ".join(ln for ln in done.stderr.splitlines()[-3:] if ln.strip())
             self._missing(sweep, f"the script exited {done.returncode}: {tail}")
             return
-        report = sweep / "merged-report" / "report.md"
-        if report.is_file():
-            with report.open("a") as f:
-                f.write("\n## Filtered ANN across selectivity\n\n")
-                f.write(out.read_text())
-        log.info("filtered ANN: %s (appended to %s)", out, report)
+        report = _section(sweep, out.read_text())
+        log.info("filtered ANN: %s (for %s)", out, report)
 
     @staticmethod
     def _missing(sweep: Path, why: str) -> None:
         """The jobs' results stand, but the report says the table is missing and why (a
         report without it must not read as complete)."""
         log.warning("filtered ANN: table skipped: %s", why)
-        report = sweep / "merged-report" / "report.md"
-        if report.is_file():
-            with report.open("a") as f:
-                f.write("\n## Filtered ANN across selectivity\n\n"
-                        f"**Not produced:** {why}. Run `scripts/bench_filtered_ann.py` "
-                        "by hand (docs/vector-databases.md).\n")
+        _section(sweep, f"**Not produced:** {why}. Run `scripts/bench_filtered_ann.py` by hand "
+                        "(docs/vector-databases.md).\n")
+
+
+def _section(sweep: Path, body: str) -> Path:
+    """Leave the section for the merged report (bench.report.sweep appends it when it writes
+    the report); append it now when the report is already written."""
+    from bench.report.sweep import SECTIONS_DIR, merged_report_path
+
+    text = f"## Filtered ANN across selectivity\n\n{body}"
+    folder = sweep / SECTIONS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "filtered_ann.md").write_text(text)
+    report = merged_report_path(sweep)
+    if report.is_file():
+        with report.open("a") as f:
+            f.write("\n" + text)
+    return report

@@ -63,3 +63,53 @@ def test_a_failed_script_says_so_in_the_report(tmp_path: Path,
     FilteredAnnCallback().on_multirun_end(_config(tmp_path))
     report = (tmp_path / "sweep" / "merged-report" / "report.md").read_text()
     assert "**Not produced:** the script exited 2: bench: error: no vectors cached" in report
+
+
+def test_the_section_waits_for_a_report_written_after_the_callback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hydra calls on_multirun_end in reverse order: this callback runs before the sweep
+    report's, when no merged report exists yet. Its section must reach the report written
+    after it."""
+    from bench.report.sweep import append_sections
+
+    def run(cmd: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        Path(cmd[cmd.index("--out") + 1]).write_text("| backend | recall |\n")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(served.subprocess, "run", run)
+    cfg = _config(tmp_path)
+    report = tmp_path / "sweep" / "merged-report" / "report.md"
+    report.unlink()
+    FilteredAnnCallback().on_multirun_end(cfg)
+    assert not report.exists()
+    report.write_text("# report\n")  # what bench.report writes next, then the sweep appends
+    append_sections(tmp_path / "sweep")
+    assert report.read_text() == ("# report\n\n## Filtered ANN across selectivity\n\n"
+                                  "| backend | recall |\n")
+
+
+@pytest.mark.slow  # a real multirun (a job, the sweep report, the filtered-ANN script with a
+# PostgreSQL server): the callback order is Hydra's, so only a real multirun shows it
+def test_a_real_multirun_of_the_experiment_has_the_table_in_its_merged_report(
+        tmp_path: Path) -> None:
+    import os
+    import sys
+
+    tiny = ["dataset=synthetic", "dataset.n_docs=30", "dataset.n_queries=8",
+            "embedder=static_l3", "subset.max_queries=null"]
+    cmd = [sys.executable, "-m", "bench", "+experiment=served",
+           "hydra.sweeper.params={}",  # one job: the experiment's base config, no servers
+           *tiny, "metrics.bootstrap_resamples=200", f"cache_dir={tmp_path / 'cache'}",
+           f"hydra.sweep.dir={tmp_path / 'sweep'}",
+           "hydra.callbacks.filtered_ann.overrides=[+experiment=served_base,"
+           + ",".join(tiny) + ",--no-milvus]",
+           "hydra.callbacks.filtered_ann.queries=4"]
+    env = {**os.environ, "PYTHONPATH": f"{served.REPO}{os.pathsep}{served.REPO / 'kernels'}",
+           "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = (tmp_path / "sweep" / "merged-report" / "report.md").read_text()
+    table = (tmp_path / "sweep" / "filtered_ann.md").read_text()
+    assert f"\n## Filtered ANN across selectivity\n\n{table}" in report
+    assert "Not produced" not in report
