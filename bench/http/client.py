@@ -86,7 +86,8 @@ def iter_sse_data(lines: Iterator[str]) -> Iterator[str]:
     """The ``data`` payload of each server-sent event (multi-line data joined by newlines);
     comments, ``event:``/``id:`` fields and keep-alives are skipped. An event is dispatched by
     the blank line that ends it; a stream that ends before that blank line raises
-    :class:`StreamCut` (the unterminated event is not yielded)."""
+    :class:`StreamCut` (the unterminated event is not yielded) — except a bare ``[DONE]``,
+    the OpenAI terminator, which carries no content."""
     data: list[str] = []
     for line in lines:
         if line == "":
@@ -99,7 +100,9 @@ def iter_sse_data(lines: Iterator[str]) -> Iterator[str]:
         field, _, value = line.partition(":")
         if field == "data":
             data.append(value[1:] if value.startswith(" ") else value)
-    if data:
+    if data == ["[DONE]"]:
+        yield "[DONE]"  # OpenAI's terminator without its blank line: no content is lost
+    elif data:
         raise StreamCut("\n".join(data))
 
 

@@ -181,6 +181,8 @@ def test_an_unterminated_event_is_not_dispatched() -> None:
             got.append(data)
     assert got == ["one"]
     assert list(iter_sse_data(iter(["data: one", "", "data: two", ""]))) == ["one", "two"]
+    # OpenAI's terminator without its blank line carries no content: not a cut
+    assert list(iter_sse_data(iter(["data: one", "", "data: [DONE]"]))) == ["one", "[DONE]"]
 
 
 def test_a_cut_stream_is_an_incomplete_answer_not_a_scored_one(root: str) -> None:
