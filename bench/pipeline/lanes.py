@@ -175,10 +175,12 @@ class Stage:
         return out
 
     def write(self, done: Any, run_dir: Any, comparisons: Any, latency: Any) -> Any:
-        """The stage's ``StageReport`` (``bench.report.base``), None without a writer."""
-        if self.writer is None:
+        """The stage's ``StageReport`` (``bench.report.base``), None without a writer (its
+        entry's ``writer``, else its declared ``Outputs.writer``)."""
+        writer = self.writer or self.declared().writer
+        if writer is None:
             return None
-        return _named(self.writer)(done, run_dir, comparisons, latency)
+        return _named(writer)(done, run_dir, comparisons, latency)
 
     def expand(self, state: PlanState) -> PlanState:
         if self.expander is None:

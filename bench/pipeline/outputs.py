@@ -96,13 +96,17 @@ class Outputs:
     ``statuses``: the per-query statuses its ops can give. ``kinds``: the config kinds
     (configs.parquet ``kind``) its expander introduces. ``cost``: (latency stage, cost
     component) for its latency stages whose time is not retrieval work (``bench.cost.prices``:
-    embedding, retrieval, rerank, generation; unlisted stages are retrieval)."""
+    embedding, retrieval, rerank, generation; unlisted stages are retrieval). ``writer``: its
+    own tables, report.md section and run.json ``stages.<name>`` entry (see ``Stage.writer``)."""
 
     columns: tuple[Column, ...] = ()
     fill: str | None = None
     statuses: tuple[QueryStatus, ...] = ()
     kinds: tuple[str, ...] = ()
     cost: tuple[tuple[str, str], ...] = ()
+    #: ``"module:function"`` writing the stage's own tables after the run's, returning its
+    #: report.md section and run.json entry (``Stage.writer``; either place)
+    writer: str | None = None
 
     def filled(self, row: RowInput, so_far: Mapping[str, Any]) -> dict[str, Any]:
         """This stage's columns of one config (checked against its declaration)."""

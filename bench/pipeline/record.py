@@ -474,9 +474,6 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                       run_dir / "latency.parquet", run_id)
     write_records(judgement_rows(done), schema.JUDGEMENTS, run_dir / "judgements.parquet",
                   run_id)
-    from bench.system.report import write_system_table  # black-box systems' requests
-
-    systems = write_system_table(done, run_dir)
     regression = regression_gates(done, run_dir, config_rows, results)
     if regression is not None:
         for f in regression.failure_lines():
@@ -584,8 +581,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
             generation=tuple(done.generation.values()),
             gold_probes=tuple(done.gold_probes.values()), capacity=capacity,
             registered=tuple(registered), regression=regression, rewrite=rewrite,
-            data_notes=data_notes(done), stage_reports=tuple(stage_reports),
-            systems=systems))
+            data_notes=data_notes(done), stage_reports=tuple(stage_reports)))
     log.info("run %s finished in %.1fs: %s", run_id, wall_s, run_dir)
     return RunResult(run_dir, run_id, 3 if failed else 0, tuple(summary_rows), cache_hits,
                      tuple(failed))

@@ -67,7 +67,8 @@ STAGES: tuple[Stage, ...] = (
           outputs="bench.generation.outputs:OUTPUTS"),
     # a black-box RAG service as configs of the run (bench.system): after bench's own
     Stage("system", ("system",), "bench.system.stage:expand",
-          builder="bench.system.stage:build", outputs=Outputs(kinds=("system",))),
+          builder="bench.system.stage:build", outputs=Outputs(kinds=("system",)),
+          writer="bench.system.report:write"),
     # services: no plan nodes; telemetry is built by the run itself (before the dataset loads)
     Stage("telemetry", ("telemetry",), builder="bench.pipeline.components:build_nothing"),
     Stage("budget", ("budget",), outputs="bench.budget.outputs:OUTPUTS"),

@@ -99,12 +99,12 @@ OUTPUTS = Outputs(columns=(Column("standin_queries_kept", "int64"),),
                   fill="test_declared_outputs:fill",
                   statuses=(QueryStatus(SKIPPED, valued=False, incomplete=True,
                                         share_column="standin_skipped_share"),),
-                  kinds=(KIND,))
+                  kinds=(KIND,), writer="test_declared_outputs:write")
 
 #: its stage-list entry (the one line a real stage adds to bench/pipeline/stages.py)
 ENTRY = Stage("standin", (), "test_declared_outputs:expand",
               config_metrics=("standin_queries_kept",), config_kinds=(KIND,),
-              writer="test_declared_outputs:write", outputs="test_declared_outputs:OUTPUTS")
+              outputs="test_declared_outputs:OUTPUTS")
 
 # --- the test ----------------------------------------------------------------------------
 
