@@ -5,9 +5,14 @@ component's mean, what it rests on and what was not priced (``bench.cost.prices`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.pipeline.outputs import Column, Outputs, RowInput
+
+if TYPE_CHECKING:
+    from bench.cost.prices import Prices, QueryCosts
+    from bench.generation.base import Generation
+    from bench.pipeline.outcome import ConfigRun, Executed
 
 #: the priced components, each a ``cost_<component>`` column (bench.cost.prices.COMPONENTS)
 COMPONENTS = ("embedding", "retrieval", "rerank", "generation", "storage")
@@ -18,12 +23,7 @@ def fill(row: RowInput, so_far: Mapping[str, Any]) -> dict[str, Any]:
 
     from bench.budget.chain import ChainBudget
     from bench.cost.prices import Prices
-    from bench.pipeline.record import (
-        cost_columns,
-        e2e_timings,
-        end_to_end_ms,
-        query_cost_of,
-    )
+    from bench.pipeline.record import e2e_timings, end_to_end_ms
 
     c, done = row.run, row.done
     probe = done.probe
@@ -47,6 +47,68 @@ def fill(row: RowInput, so_far: Mapping[str, Any]) -> dict[str, Any]:
                     "cost_basis": f"{budget.price_per_hour:g} per {budget.price_unit} x "
                                   f"run e2e mean {mean:.3f} ms"}
     return {}
+
+
+def query_cost_of(c: ConfigRun, done: Executed, prices: Prices) -> QueryCosts:
+    """One config's per-query cost by component over the queries its end-to-end latency is
+    measured on (a generated config: its answered queries)."""
+    import numpy as np
+
+    from bench.cost.prices import query_costs
+    from bench.index.stage import IndexArtifact
+    from bench.pipeline.record import e2e_timings, stage_ms_by_query
+    from bench.rewrite.stage import rewrite_tokens
+
+    qids, stage_ms = stage_ms_by_query(
+        e2e_timings(c.timings, done.plan.query_time_stages()), done.plan.e2e_stages(c.spec))
+    tokens = None
+    if c.spec.answers is not None:
+        gens: list[Generation] = done.executor.value(c.spec.answers)
+        by_id = {g.request_id: g for g in gens}
+        tokens = (np.asarray([by_id[q].prompt_tokens if q in by_id else 0 for q in qids]),
+                  np.asarray([by_id[q].output_tokens if q in by_id else 0 for q in qids]))
+    rw = rewrite_tokens(c.chain, done.dataset, qids)  # a generated query rewrite's tokens
+    if rw is not None:
+        tokens = rw if tokens is None else (tokens[0] + rw[0], tokens[1] + rw[1])
+    index = c.node("index")
+    info = index.value.info if index is not None and isinstance(index.value, IndexArtifact) \
+        else None
+    return query_costs(prices, query_ids=qids, stage_ms=stage_ms, tokens=tokens,
+                       index_bytes=None if info is None else info.index_bytes,
+                       has_index=index is not None)
+
+
+def cost_columns(costs: QueryCosts, prices: Prices) -> dict[str, Any]:
+    """configs.parquet's cost columns: the total's mean / p50 / p99, each priced
+    component's mean, what was not priced and the basis."""
+    stats = costs.stats()
+    if not stats:
+        return {"cost_unpriced": "; ".join(costs.unpriced) or None,
+                "cost_basis": "no end-to-end samples to price"}
+    total = stats["total"]
+    parts = [f"price_per_hour {prices.price_per_hour:g}/{prices.price_unit}"
+             if prices.price_per_hour is not None else None,
+             f"tokens {prices.prompt_price_per_mtok:g} prompt + "
+             f"{prices.output_price_per_mtok:g} output per Mtok"
+             if prices.prompt_price_per_mtok is not None
+             and prices.output_price_per_mtok is not None else None,
+             f"generation {prices.generation_price_per_hour:g}/hour"
+             if prices.generation_price_per_hour is not None else None,
+             f"storage {prices.storage_price_per_gb_month:g}/GB-month over "
+             f"{prices.queries_per_month:g} queries/month"
+             if prices.storage_price_per_gb_month is not None else None]
+    basis = (f"sum of {', '.join(costs.components) or 'no'} components over "
+             f"{int(total['n'])} queries; " + "; ".join(x for x in parts if x))
+    if costs.unpriced:
+        basis += "; not priced: " + "; ".join(costs.unpriced)
+    out: dict[str, Any] = {
+        "cost_per_query": total["mean"], "cost_p50_per_query": total["p50"],
+        "cost_p99_per_query": total["p99"], "cost_basis": basis,
+        "cost_unpriced": "; ".join(costs.unpriced) or None}
+    for comp in COMPONENTS:
+        if comp in stats:
+            out[f"cost_{comp}"] = stats[comp]["mean"]
+    return out
 
 
 OUTPUTS = Outputs(

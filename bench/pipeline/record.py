@@ -17,13 +17,11 @@ from bench.capacity.base import CapacityRun
 from bench.chunking.stage import ChunkReport
 from bench.config.schema import GateConfig
 from bench.config.toplevel import check_gates_matched
+from bench.cost.outputs import query_cost_of
 from bench.cost.prices import (
-    COMPONENTS,
     CostSummary,
     Prices,
-    QueryCosts,
     cost_summary,
-    query_costs,
 )
 from bench.data.base import Dataset
 from bench.embedding.base import EmbeddingStats
@@ -31,9 +29,7 @@ from bench.embedding.stage import Embeddings
 from bench.filters.entitlement import count_unauthorized
 from bench.gates.junit import JUNIT_NAME, regression_cases, result_cases, write_junit
 from bench.gates.regression import RegressionOutcome, evaluate
-from bench.generation.base import Generation
 from bench.generation.stage import ContextOp
-from bench.index.stage import IndexArtifact
 from bench.judge.base import failure_mode, pair_failure_mode
 from bench.metrics.decisions import DecisionRecord
 from bench.metrics.stats import CompletionAccounting, PercentileCI, percentile_ci
@@ -119,63 +115,6 @@ def _bare_row(config_id: str) -> ConfigRow:
     return ConfigRow.of({c.name: 0 if c.type == "int64" and not c.nullable else None
                          for _, c in config_columns()} | {
         "config_id": config_id, "label": "", "kind": "", "params_json": "{}", "status": "ok"})
-
-
-def query_cost_of(c: ConfigRun, done: Executed, prices: Prices) -> QueryCosts:
-    """One config's per-query cost by component over the queries its end-to-end latency is
-    measured on (a generated config: its answered queries)."""
-    qids, stage_ms = stage_ms_by_query(
-        e2e_timings(c.timings, done.plan.query_time_stages()), done.plan.e2e_stages(c.spec))
-    tokens = None
-    if c.spec.answers is not None:
-        gens: list[Generation] = done.executor.value(c.spec.answers)
-        by_id = {g.request_id: g for g in gens}
-        tokens = (np.asarray([by_id[q].prompt_tokens if q in by_id else 0 for q in qids]),
-                  np.asarray([by_id[q].output_tokens if q in by_id else 0 for q in qids]))
-    from bench.rewrite.stage import rewrite_tokens
-
-    rw = rewrite_tokens(c.chain, done.dataset, qids)  # a generated query rewrite's tokens
-    if rw is not None:
-        tokens = rw if tokens is None else (tokens[0] + rw[0], tokens[1] + rw[1])
-    index = c.node("index")
-    info = index.value.info if index is not None and isinstance(index.value, IndexArtifact) \
-        else None
-    return query_costs(prices, query_ids=qids, stage_ms=stage_ms, tokens=tokens,
-                       index_bytes=None if info is None else info.index_bytes,
-                       has_index=index is not None)
-
-
-def cost_columns(costs: QueryCosts, prices: Prices) -> dict[str, object]:
-    """configs.parquet's cost columns: the total's mean / p50 / p99, each priced
-    component's mean, what was not priced and the basis."""
-    stats = costs.stats()
-    if not stats:
-        return {"cost_unpriced": "; ".join(costs.unpriced) or None,
-                "cost_basis": "no end-to-end samples to price"}
-    total = stats["total"]
-    parts = [f"price_per_hour {prices.price_per_hour:g}/{prices.price_unit}"
-             if prices.price_per_hour is not None else None,
-             f"tokens {prices.prompt_price_per_mtok:g} prompt + "
-             f"{prices.output_price_per_mtok:g} output per Mtok"
-             if prices.prompt_price_per_mtok is not None
-             and prices.output_price_per_mtok is not None else None,
-             f"generation {prices.generation_price_per_hour:g}/hour"
-             if prices.generation_price_per_hour is not None else None,
-             f"storage {prices.storage_price_per_gb_month:g}/GB-month over "
-             f"{prices.queries_per_month:g} queries/month"
-             if prices.storage_price_per_gb_month is not None else None]
-    basis = (f"sum of {', '.join(costs.components) or 'no'} components over "
-             f"{int(total['n'])} queries; " + "; ".join(x for x in parts if x))
-    if costs.unpriced:
-        basis += "; not priced: " + "; ".join(costs.unpriced)
-    out: dict[str, object] = {
-        "cost_per_query": total["mean"], "cost_p50_per_query": total["p50"],
-        "cost_p99_per_query": total["p99"], "cost_basis": basis,
-        "cost_unpriced": "; ".join(costs.unpriced) or None}
-    for comp in COMPONENTS:
-        if comp in stats:
-            out[f"cost_{comp}"] = stats[comp]["mean"]
-    return out
 
 
 def telemetry_json(telemetry: Telemetry) -> dict[str, Any]:
