@@ -30,24 +30,20 @@ from typing import Any
 import numpy as np
 
 from bench.config.build import OptionError
-from bench.embedding.stage import EMBED_QUERY_STAGE
-from bench.rerank.stage import RERANK_CUT_STAGE, RERANK_STAGE
+from bench.cost.outputs import COMPONENTS as COMPONENTS  # re-exported: the priced parts
+from bench.pipeline.stages import cost_components
 
 PRICE_UNITS = ("gpu_hour", "cpu_hour")
-COMPONENTS = ("embedding", "retrieval", "rerank", "generation", "storage")
 #: the generation stage's timing samples (GenerateOp: one per answer)
 GENERATE_STAGE = "generate"
 _MS_PER_HOUR = 3_600_000.0
-#: a query rewrite's generation (bench.rewrite.stage.GENERATE_STAGE) is generation work too
-REWRITE_GENERATE_STAGE = "rewrite_generate"
-_STAGE_COMPONENT = {EMBED_QUERY_STAGE: "embedding", RERANK_STAGE: "rerank",
-                    RERANK_CUT_STAGE: "rerank", GENERATE_STAGE: "generation",
-                    REWRITE_GENERATE_STAGE: "generation"}
 
 
 def component_of(stage: str) -> str:
-    """The cost component a latency stage's time belongs to (default: retrieval)."""
-    return _STAGE_COMPONENT.get(stage, "retrieval")
+    """The cost component a latency stage's time belongs to: what its stage declares
+    (``Outputs.cost``: query encoding is embedding, reranking rerank, generating an answer
+    or a rewrite generation); default retrieval."""
+    return cost_components().get(stage, "retrieval")
 
 
 class Prices:

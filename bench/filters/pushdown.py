@@ -49,6 +49,7 @@ from bench.pipeline.node import (
     mark_incomplete,
     read_incomplete,
 )
+from bench.pipeline.outputs import merge_statuses
 from bench.retrieval.base import Hits, Pool, Retriever, order_key
 from bench.retrieval.stage import FOLD_STAGE, RETRIEVE_STAGE, RetrieveOp
 from bench.telemetry.base import StageTiming, TimingLog, stage_timer
@@ -164,7 +165,7 @@ class PushdownRetrieveOp(OpTraits):
     """One filtered search per query inside the engine, at one query-time setting, folded
     into documents like the unfiltered search (``RetrieveOp``); per-query samples of stage
     ``retrieve`` carry the query id. Queries without a vector or an answer keep their
-    status (``Pool.incomplete``) and the artifact is then not cached."""
+    status (``Pool.status``) and the artifact is then not cached."""
 
     retriever: Retriever
     query_params: Mapping[str, int | float]
@@ -197,8 +198,8 @@ class PushdownRetrieveOp(OpTraits):
                 res = inputs.index.built.search_where_in(vecs[i:i + 1], depth,
                                                          self.query_params, column=COLUMN,
                                                          allowed=allowed)
-            if 0 in res.incomplete:
-                lost[qid] = res.incomplete[0]
+            if res.incomplete:
+                lost = merge_statuses(lost, res.by_query([qid]))
                 continue
             timing.add("query", 1, elapsed(), qid)
             ids[i], scores[i] = res.ids[0], res.scores[0]
@@ -215,7 +216,7 @@ class PushdownRetrieveOp(OpTraits):
         # no chunk columns: ANN recall against the UNFILTERED exact search would not say
         # anything about a filtered one (bench.index.selectivity measures that)
         return Pool(Hits.load(directory / "hits.parquet", len(inputs.data.queries)),
-                    incomplete=read_incomplete(directory) or None)
+                    status=read_incomplete(directory) or None)
 
     def run_one(self, inputs: PushdownInputs, query: OneQuery, timer: QueryTimer) -> Pool:
         depth = self.retriever.depth(len(inputs.chunks))

@@ -32,6 +32,12 @@ class SearchResult:
     scores: np.ndarray
     incomplete: Mapping[int, str] = field(default_factory=dict, kw_only=True)
 
+    def by_query(self, query_ids: Sequence[str]) -> dict[str, str]:
+        """``incomplete`` keyed by query id (``query_ids``: the ids of the rows searched):
+        the carrier every stage downstream joins (``bench.pipeline.outputs.QueryStatuses``).
+        A backend sees vectors, not queries, so it reports rows."""
+        return {query_ids[r]: st for r, st in self.incomplete.items()}
+
 
 @dataclass(frozen=True)
 class BuildInfo:

@@ -107,9 +107,9 @@ class IterateOp(OpTraits):
                     else np.zeros(0, dtype))
 
         records = tuple(r[1] for r in rows)
-        status = tuple("" if r.status == "ok" else r.status for r in records)
+        status = {r.query_id: r.status for r in records if r.status != "ok"}
         return LoopPool(Hits(offsets, cat(0, np.int32), cat(1, np.float32), cat(2, np.int32)),
-                        None, records, query_status=status if any(status) else None)
+                        None, records, status=status or None)
 
     def write(self, inputs: IterateInputs, directory: Path, timing: TimingLog) -> None:
         id_key = order_key(inputs.data.doc_ids)
@@ -130,8 +130,8 @@ class IterateOp(OpTraits):
             LoopRecord(r["query_id"], tuple(Turn(**t) for t in r["turns"]), r["calls"],
                        r["tokens"], r["wall_ms"], r["stop"], tuple(r["evidence"]))
             for r in json.loads((directory / "records.json").read_text()))
-        status = tuple("" if r.status == "ok" else r.status for r in records)
-        return LoopPool(hits, None, records, query_status=status if any(status) else None)
+        status = {r.query_id: r.status for r in records if r.status != "ok"}
+        return LoopPool(hits, None, records, status=status or None)
 
     def run_one(self, inputs: IterateInputs, query: OneQuery, timer: QueryTimer) -> LoopPool:
         with timer.measure(ITERATE_STAGE):

@@ -51,7 +51,7 @@ from bench.pipeline.components import Components
 from bench.pipeline.executor import Executor
 from bench.pipeline.plan import ConfigKind, ConfigSpec
 from bench.pipeline.scoring import SummarySettings, summarize_values
-from bench.results.records import ConfigRow, GenerationSummary, GoldProbeSummary
+from bench.results.records import GenerationSummary, GoldProbeSummary
 from bench.results.scores import ConfigScores
 
 _NOT_EXPECTED = (NOT_APPLICABLE, NO_REFERENCE)
@@ -306,16 +306,3 @@ def gold_probe_summary(spec: ConfigSpec, executor: Executor, scope: JudgedScope 
         n_dataset_queries=scope.n_queries, n_eligible=len(scope.eligible),
         n_drawn=len(op.subset), n_probed=len(ctx.contexts),
         n_injected=sum(p.injected for p in ctx.placements), excluded=excluded)
-
-
-def with_generation_latency(row: ConfigRow, g: GenerationSummary | None) -> ConfigRow:
-    """configs.parquet's TTFT/TPOT and abstention columns of a generated config."""
-    if g is None:
-        return row
-    return replace(row, ttft_p50_ms=g.ttft_p50_ms, ttft_p95_ms=g.ttft_p95_ms,
-                   tpot_p50_ms=g.tpot_p50_ms, tpot_p95_ms=g.tpot_p95_ms,
-                   ttft_p99_ms=g.ttft_p99_ms, tpot_p99_ms=g.tpot_p99_ms,
-                   abstention_precision=g.abstention_precision,
-                   abstention_recall=g.abstention_recall, abstention_coverage=g.coverage,
-                   answered_accuracy=g.answered_accuracy,
-                   abstention_hallucination_rate=g.abstention_hallucination_rate)

@@ -36,18 +36,15 @@ from bench.errors import ConfigError
 from bench.metrics.registry import find_metric
 from bench.pipeline.components import Components
 from bench.pipeline.lanes import ConfigKind, ConfigSpec, Stage
-from bench.pipeline.stages import CHAIN_METRICS, EVERY_CONFIG_METRICS, STAGES, config_gate_metrics
+from bench.pipeline.stages import (
+    CHAIN_METRICS,
+    STAGES,
+    completion_figures,
+    config_gate_metrics,
+    every_config_metrics,
+    query_statuses,
+)
 from bench.results.records import Accounting, ConfigRow, SummaryRow
-
-#: completion figures (``EVERY_CONFIG_METRICS``) and the statuses each counts
-COMPLETION_STATUSES: dict[str, tuple[str, ...]] = {
-    "failed_share": ("failed",),
-    "timeout_share": ("timeout",),
-    "invalid_share": ("invalid",),
-    "incomplete_share": ("failed", "timeout", "invalid"),
-    # scored on the evidence the loop had, so not incomplete; counted on its own
-    "budget_exhausted_share": ("budget_exhausted",),
-}
 
 
 @dataclass(frozen=True)
@@ -84,7 +81,7 @@ def _stage_of(metric: str) -> Stage | None:
 def config_has(metric: str, spec: ConfigSpec, enabled: Mapping[str, bool]) -> bool:
     """Whether ``spec``'s configs.parquet row holds the config metric ``metric``:
     ``enabled``: per stage entry name, whether the run built any of its groups."""
-    if metric in CHAIN_METRICS or metric in EVERY_CONFIG_METRICS:
+    if metric in CHAIN_METRICS or metric in every_config_metrics():
         return True
     if metric == "cost_per_query" and enabled.get("budget_price", False):
         return True  # the budget's price x the probe's mean time (no components)
@@ -93,7 +90,7 @@ def config_has(metric: str, spec: ConfigSpec, enabled: Mapping[str, bool]) -> bo
         return False
     if not (stage.required or enabled.get(stage.name, False)):
         return False
-    if stage.config_kinds and spec.kind.value not in stage.config_kinds:
+    if stage.config_kinds and str(spec.kind) not in stage.config_kinds:
         return False
     return not stage.config_nodes or any(n.stage in stage.config_nodes for n in spec.chain)
 
@@ -154,7 +151,7 @@ def check_gate_metrics(gates: Sequence[GateConfig], specs: Sequence[ConfigSpec],
     run's config kinds. ``judged``: the metrics the run's judge scores; ``answers``: whether
     answers are checked (``answers`` group)."""
     judged = tuple(judged)
-    have = ", ".join(dict.fromkeys(s.kind.value for s in specs)) or "none"
+    have = ", ".join(dict.fromkeys(str(s.kind) for s in specs)) or "none"
     for i, gate in enumerate(gates):
         metric = gate.metric
         if metric in config_gate_metrics():
@@ -206,10 +203,11 @@ def accounting_note(a: Accounting | None) -> str:
     """``3 scored of 4 expected (1 invalid)``: what a mean rests on."""
     if a is None:
         return ""
-    rest = [f"{n} {name}" for name, n in (("invalid", a.n_invalid), ("no_claims", a.n_no_claims),
-                                          ("failed", a.n_failed), ("timeout", a.n_timeout),
-                                          ("missing_run", a.n_missing),
-                                          ("budget_exhausted", a.n_budget_exhausted)) if n]
+    # the core's unscored statuses first, then what the stages declare
+    first = ("invalid", "no_claims", "failed", "timeout", "missing_run")
+    names = [*first, *(s.name for s in query_statuses()
+                       if s.name not in first and s.name not in ("scored", "pruned"))]
+    rest = [f"{n} {name}" for name in names if (n := a.count(name))]
     return f"{a.n_scored} scored of {a.n_expected} expected" + (f" ({', '.join(rest)})"
                                                                if rest else "")
 
@@ -219,13 +217,12 @@ def completion_shares(accounting: Mapping[str, Accounting]) -> dict[str, tuple[f
     queries in its statuses, and that metric (``{figure: (share, metric)}``; empty without
     metrics)."""
     out: dict[str, tuple[float, str]] = {}
-    for figure, statuses in COMPLETION_STATUSES.items():
+    for figure, statuses in completion_figures().items():
         best: tuple[float, str] | None = None
         for metric, a in accounting.items():
             if not a.n_expected:
                 continue
-            n = sum({"failed": a.n_failed, "timeout": a.n_timeout, "invalid": a.n_invalid,
-                     "budget_exhausted": a.n_budget_exhausted}[s] for s in statuses)
+            n = sum(a.count(s) for s in statuses)
             share = n / a.n_expected
             if best is None or share > best[0]:
                 best = (share, metric)
@@ -301,7 +298,7 @@ def _judge(what: str, g_min: float | None, g_max: float | None, value: float | N
 
 
 def _column(row: ConfigRow, metric: str) -> float | None:
-    """The configs.parquet value a config gate reads (``metric`` is a ConfigRow field:
+    """The configs.parquet value a config gate reads (``metric`` is a declared column:
     config_gate_metrics lists only those; tests/pipeline/test_gates.py checks it)."""
-    v = getattr(row, metric)
+    v = row.value(metric)
     return None if v is None else float(v)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from bench.data.base import Dataset, Query
     from bench.generation.stage import GenerationSettings
     from bench.pipeline.components import Components
+    from bench.pipeline.outputs import Outputs
 
 
 class ConfigKind(enum.StrEnum):
@@ -47,7 +48,8 @@ class ConfigSpec:
 
     config_id: str
     label: str
-    kind: ConfigKind
+    #: a ``ConfigKind``, or a kind a stage declares (``Outputs.kinds``) as a string
+    kind: ConfigKind | str
     leaf: Node
     #: the config's own knobs (query settings, fusion variant, filter mode, rerank depth)
     params: Mapping[str, Any]
@@ -86,7 +88,7 @@ def params_label(params: Mapping[str, Any]) -> str:
     return json.dumps(dict(params), sort_keys=True, default=str)
 
 
-def lane(label: str, kind: ConfigKind, node: Node, params: Mapping[str, Any], *,
+def lane(label: str, kind: ConfigKind | str, node: Node, params: Mapping[str, Any], *,
          parent_id: str | None = None, filter_pair: tuple[str, str] | None = None,
          reference: bool = False) -> ConfigSpec:
     """A config whose leaf is ``node`` (its id is the node's chain)."""
@@ -157,12 +159,28 @@ class Stage:
     #: ``(done, run_dir, comparisons, latency) -> StageReport | None`` (its Parquet tables,
     #: its report.md section, its run.json entry under ``stages.<name>``); None: nothing
     writer: str | None = None
+    #: what it produces (``bench.pipeline.outputs.Outputs``): configs.parquet columns and
+    #: their fill, per-query statuses, config kinds, cost components; a value or
+    #: ``"module:NAME"`` of a light module of its package (read when a schema is assembled)
+    outputs: Outputs | str | None = None
+
+    def declared(self) -> Outputs:
+        """This stage's declared outputs (empty without a declaration)."""
+        from bench.pipeline.outputs import Outputs, named
+
+        if self.outputs is None:
+            return Outputs()
+        out = named(self.outputs) if isinstance(self.outputs, str) else self.outputs
+        assert isinstance(out, Outputs), f"stage {self.name}: outputs {self.outputs!r}"
+        return out
 
     def write(self, done: Any, run_dir: Any, comparisons: Any, latency: Any) -> Any:
-        """The stage's ``StageReport`` (``bench.report.base``), None without a writer."""
-        if self.writer is None:
+        """The stage's ``StageReport`` (``bench.report.base``), None without a writer (its
+        entry's ``writer``, else its declared ``Outputs.writer``)."""
+        writer = self.writer or self.declared().writer
+        if writer is None:
             return None
-        return _named(self.writer)(done, run_dir, comparisons, latency)
+        return _named(writer)(done, run_dir, comparisons, latency)
 
     def expand(self, state: PlanState) -> PlanState:
         if self.expander is None:

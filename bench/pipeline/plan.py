@@ -37,7 +37,7 @@ from bench.pipeline.lanes import (
     params_label,
 )
 from bench.pipeline.node import Node, OpTraits, Phase, ValueOp
-from bench.pipeline.stages import STAGES
+from bench.pipeline.stages import STAGES, config_kinds
 from bench.retrieval.stage import EXACT_REFERENCE_LABEL
 
 __all__ = ["EXACT_REFERENCE_LABEL", "ConfigKind", "ConfigSpec", "Plan", "config_id_of",
@@ -219,6 +219,11 @@ def plan(comps: Components, dataset: Dataset, *, device: str, relevance_level: i
     for stage in STAGES:
         state = stage.expand(state)
         state = state.with_configs(dedupe(state.configs))
+    kinds = config_kinds()
+    for c in state.configs:
+        if str(c.kind) not in kinds:  # a stage's own kind must be declared (Outputs.kinds)
+            raise ValueError(f"config {c.label}: kind {str(c.kind)!r} is not declared by any "
+                             f"stage (declared: {', '.join(kinds)})")
     n = state.nodes
     return Plan(n["data"], n["chunk"], n["chunk_stats"], n["embed_docs"], n["embed_queries"],
                 n["index"], n.get("exact"), state.configs, n.get("query_latency"))

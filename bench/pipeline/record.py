@@ -13,34 +13,27 @@ from typing import Any
 
 import numpy as np
 
-from bench.budget.chain import ChainBudget
 from bench.capacity.base import CapacityRun
 from bench.chunking.stage import ChunkReport
 from bench.config.schema import GateConfig
-from bench.config.toplevel import CONFIG_GATE_METRICS, check_gates_matched
+from bench.config.toplevel import check_gates_matched
+from bench.cost.outputs import query_cost_of
 from bench.cost.prices import (
-    COMPONENTS,
     CostSummary,
     Prices,
-    QueryCosts,
     cost_summary,
-    query_costs,
 )
 from bench.data.base import Dataset
 from bench.embedding.base import EmbeddingStats
 from bench.embedding.stage import Embeddings
-from bench.errors import BenchError
-from bench.filters.base import FilterOutcome
 from bench.filters.entitlement import count_unauthorized
 from bench.gates.junit import JUNIT_NAME, regression_cases, result_cases, write_junit
 from bench.gates.regression import RegressionOutcome, evaluate
-from bench.generation.base import Generation
 from bench.generation.stage import ContextOp
-from bench.index.stage import IndexArtifact
 from bench.judge.base import failure_mode, pair_failure_mode
 from bench.metrics.decisions import DecisionRecord
 from bench.metrics.stats import CompletionAccounting, PercentileCI, percentile_ci
-from bench.pipeline.answers import answered, with_generation_latency
+from bench.pipeline.answers import answered
 from bench.pipeline.executor import Executor
 from bench.pipeline.gates import (
     GateResult,
@@ -51,10 +44,11 @@ from bench.pipeline.gates import (
 )
 from bench.pipeline.latency import PERCENTILES, LatencyEstimate, LatencyRun, LatencySettings
 from bench.pipeline.outcome import ConfigRun, Executed, RunResult
+from bench.pipeline.outputs import RowInput
 from bench.pipeline.plan import ConfigKind, Plan
 from bench.pipeline.probe import probe_json, work_saved
 from bench.pipeline.request import REQUEST
-from bench.pipeline.stages import STAGES
+from bench.pipeline.stages import STAGES, config_columns, config_gate_metrics, declared
 from bench.precision import precision_json
 from bench.report.base import ConfigReport, RunReport
 from bench.results import schema
@@ -83,8 +77,6 @@ from bench.telemetry.basic import peak_rss_bytes
 
 log = logging.getLogger("bench")
 
-#: config kinds whose chain searches the run's vector index (its build time and size apply)
-_INDEXED = (ConfigKind.DENSE, ConfigKind.RERANKED)
 
 def check_gates(gates: Sequence[GateConfig], rows: list[SummaryRow], pruned: set[str],
                 config_rows: list[ConfigRow] | None = None, *,
@@ -93,7 +85,7 @@ def check_gates(gates: Sequence[GateConfig], rows: list[SummaryRow], pruned: set
                 notes: Mapping[tuple[str, str], str] | None = None) -> list[str]:
     """Failed gates over the configs that ran (a pruned config is reported as pruned, not
     gated), each with its value, bound and margin (``bench.pipeline.gates``). Summary gates
-    read summary rows (per scope); config gates (``CONFIG_GATE_METRICS``) read the
+    read summary rows (per scope); config gates (``config_gate_metrics()``) read the
     configs.parquet row of each config that has the metric (``has``: metric -> config ids;
     None: every config)."""
     return [g.line for g in gate_results(gates, rows, pruned, config_rows, has=has,
@@ -114,119 +106,15 @@ def gate_results(gates: Sequence[GateConfig], rows: list[SummaryRow], pruned: se
                for c in configs]
     if has is None:
         ids = frozenset(c.config_id for c in configs)
-        has = {m: ids for m in CONFIG_GATE_METRICS}
+        has = {m: ids for m in config_gate_metrics()}
     return evaluate_gates(gates, rows, configs, has=has, accounting=accounting or {},
                           notes=notes or {})
 
 
 def _bare_row(config_id: str) -> ConfigRow:
-    return ConfigRow(config_id, "", "", "{}", None, "ok", None, None, None, None, None, 0,
-                     None, None, None, 0, None, None, None, None, None, None, 0, None, None,
-                     None)
-
-
-def decision_columns(c: ConfigRun, row: ConfigRow, done: Executed) -> ConfigRow:
-    """configs.parquet's budget, cost and VRAM columns for one config."""
-    probe = done.probe
-    p = None if probe is None else probe.configs.get(c.spec.config_id)
-    check = None
-    if p is not None and p.pruned_check is not None:
-        check = p.pruned_check
-    elif p is not None and p.by_prefix and probe is not None:
-        keys = {n.key for n in c.spec.chain}
-        check = next((q.pruned_check for q in probe.configs.values()
-                      if q.pruned_key is not None and q.pruned_key in keys
-                      and q.pruned_check is not None), None)
-    elif p is not None and p.checks:  # kept: the check closest to binding
-        check = max(p.checks, key=lambda k: k.bound / k.limit if k.limit else 0.0)
-    fields: dict[str, object] = {}
-    if check is not None:
-        fields.update(budget_name=check.name, budget_limit=check.limit,
-                      budget_measured=check.measured, budget_bound=check.bound)
-    budget = None if probe is None else probe.budget
-    prices = done.comps.get("cost")
-    if isinstance(prices, Prices):
-        if c.pool is not None:
-            fields.update(cost_columns(query_cost_of(c, done, prices), prices))
-    elif isinstance(budget, ChainBudget) and budget.price_per_hour is not None:
-        if p is not None and p.e2e_mean_ms is not None:
-            fields.update(cost_per_query=budget.cost_per_query(p.e2e_mean_ms),
-                          cost_basis=f"{budget.price_per_hour:g} per {budget.price_unit} x "
-                                     f"probe e2e mean {p.e2e_mean_ms:.3f} ms "
-                                     f"({len(p.e2e_ms)} queries, query embedding included)")
-        elif row.e2e_p50_ms is not None and c.pool is not None:
-            e2e = end_to_end_ms(e2e_timings(c.timings, done.plan.query_time_stages()),
-                                done.plan.e2e_stages(c.spec))
-            mean = float(np.mean(e2e))
-            fields.update(cost_per_query=budget.cost_per_query(mean),
-                          cost_basis=f"{budget.price_per_hour:g} per {budget.price_unit} x "
-                                     f"run e2e mean {mean:.3f} ms")
-    if p is not None and p.peak_vram_bytes is not None:
-        fields.update(peak_vram_bytes=p.peak_vram_bytes,
-                      peak_vram_measure=f"{p.vram_measure} (probe)")
-    else:
-        stages = {n.stage for n in c.spec.chain}
-        peak = peak_vram(r for r in stage_records(done.telemetry) if r.stage in stages)
-        if peak is not None:
-            fields.update(peak_vram_bytes=peak[0], peak_vram_measure=f"{peak[1]} (chain stages)")
-    return replace(row, **fields)  # type: ignore[arg-type]
-
-
-def query_cost_of(c: ConfigRun, done: Executed, prices: Prices) -> QueryCosts:
-    """One config's per-query cost by component over the queries its end-to-end latency is
-    measured on (a generated config: its answered queries)."""
-    qids, stage_ms = stage_ms_by_query(
-        e2e_timings(c.timings, done.plan.query_time_stages()), done.plan.e2e_stages(c.spec))
-    tokens = None
-    if c.spec.answers is not None:
-        gens: list[Generation] = done.executor.value(c.spec.answers)
-        by_id = {g.request_id: g for g in gens}
-        tokens = (np.asarray([by_id[q].prompt_tokens if q in by_id else 0 for q in qids]),
-                  np.asarray([by_id[q].output_tokens if q in by_id else 0 for q in qids]))
-    from bench.rewrite.stage import rewrite_tokens
-
-    rw = rewrite_tokens(c.chain, done.dataset, qids)  # a generated query rewrite's tokens
-    if rw is not None:
-        tokens = rw if tokens is None else (tokens[0] + rw[0], tokens[1] + rw[1])
-    index = c.node("index")
-    info = index.value.info if index is not None and isinstance(index.value, IndexArtifact) \
-        else None
-    return query_costs(prices, query_ids=qids, stage_ms=stage_ms, tokens=tokens,
-                       index_bytes=None if info is None else info.index_bytes,
-                       has_index=index is not None)
-
-
-def cost_columns(costs: QueryCosts, prices: Prices) -> dict[str, object]:
-    """configs.parquet's cost columns: the total's mean / p50 / p99, each priced
-    component's mean, what was not priced and the basis."""
-    stats = costs.stats()
-    if not stats:
-        return {"cost_unpriced": "; ".join(costs.unpriced) or None,
-                "cost_basis": "no end-to-end samples to price"}
-    total = stats["total"]
-    parts = [f"price_per_hour {prices.price_per_hour:g}/{prices.price_unit}"
-             if prices.price_per_hour is not None else None,
-             f"tokens {prices.prompt_price_per_mtok:g} prompt + "
-             f"{prices.output_price_per_mtok:g} output per Mtok"
-             if prices.prompt_price_per_mtok is not None
-             and prices.output_price_per_mtok is not None else None,
-             f"generation {prices.generation_price_per_hour:g}/hour"
-             if prices.generation_price_per_hour is not None else None,
-             f"storage {prices.storage_price_per_gb_month:g}/GB-month over "
-             f"{prices.queries_per_month:g} queries/month"
-             if prices.storage_price_per_gb_month is not None else None]
-    basis = (f"sum of {', '.join(costs.components) or 'no'} components over "
-             f"{int(total['n'])} queries; " + "; ".join(x for x in parts if x))
-    if costs.unpriced:
-        basis += "; not priced: " + "; ".join(costs.unpriced)
-    out: dict[str, object] = {
-        "cost_per_query": total["mean"], "cost_p50_per_query": total["p50"],
-        "cost_p99_per_query": total["p99"], "cost_basis": basis,
-        "cost_unpriced": "; ".join(costs.unpriced) or None}
-    for comp in COMPONENTS:
-        if comp in stats:
-            out[f"cost_{comp}"] = stats[comp]["mean"]
-    return out
+    return ConfigRow.of({c.name: 0 if c.type == "int64" and not c.nullable else None
+                         for _, c in config_columns()} | {
+        "config_id": config_id, "label": "", "kind": "", "params_json": "{}", "status": "ok"})
 
 
 def telemetry_json(telemetry: Telemetry) -> dict[str, Any]:
@@ -259,13 +147,6 @@ def write_trec_run(path: Path, dataset: Dataset, hits: Hits, *, tag: str) -> Non
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text("".join(lines))
     tmp.replace(path)
-
-
-def _percentiles(ms: list[float]) -> tuple[float | None, float | None, float | None]:
-    if not ms:
-        return None, None, None
-    p50, p95, p99 = (float(x) for x in np.percentile(np.asarray(ms), [50, 95, 99]))
-    return p50, p95, p99
 
 
 def end_to_end_ms(timings: tuple[StageTiming, ...], stages: tuple[str, ...]) -> list[float]:
@@ -361,62 +242,55 @@ def completion_columns(s: ConfigScores) -> dict[str, object]:
     return out
 
 
-def config_row(c: ConfigRun, dataset: Dataset, outcome: FilterOutcome | None,
-               stages: tuple[str, ...], query_stages: tuple[str, ...], latency: LatencyRun,
-               settings: LatencySettings) -> ConfigRow:
+def core_columns(row: RowInput) -> dict[str, Any]:
+    """The core's configs.parquet columns of one config (``bench.pipeline.outputs.CORE``):
+    identity, status, end-to-end latency along the chain, entitlement, peak VRAM and
+    completion."""
+    c, done = row.run, row.done
     spec = c.spec
-    params = json.dumps(dict(spec.params), sort_keys=True, default=str)
-    fused = c.node("fusion") is not None
-    search = None if fused else (c.node("retrieve") or c.node("lexical"))
-    first = [] if search is None else list(search.timings)
-    batch = [t for t in first if t.sample_kind == "batch"]
-    single = [t.wall_ms for t in first if t.sample_kind == "query"]
-    qps = None
-    total_ms = sum(t.wall_ms for t in batch)
-    if batch and total_ms > 0:
-        qps = sum(t.n_items for t in batch) / (total_ms / 1000.0)
-    p50, p95, p99 = _percentiles(single)
-    e2e = end_to_end_ms(e2e_timings(c.timings, query_stages or stages), stages)
+    settings = done.settings.latency
+    stages = done.plan.e2e_stages(spec)
+    e2e = end_to_end_ms(e2e_timings(c.timings, done.plan.query_time_stages() or stages), stages)
     # the interleaved pass times retrieval chains; a generated config's whole request
     # (chain + context + generation) comes from its own request samples
-    measured = None if spec.kind is ConfigKind.GENERATED else latency.estimates.get(
-        spec.config_id)
-    e2e_cols = e2e_columns(e2e, measured, settings,
-                           WHOLE_REQUEST_SOURCE if spec.kind is ConfigKind.GENERATED
-                           else STAGE_SUM_SOURCE)
-    rr = c.node("rerank")
-    rerank_ms = [] if rr is None else [t.wall_ms for t in rr.timings if t.sample_kind == "query"]
-    r50, r95, r99 = _percentiles(rerank_ms)
-    scored = c.node("rerank_scores")
-    pairs_per_s = None
-    if scored is not None:
-        ms = sum(t.wall_ms for t in scored.timings)
-        pairs_per_s = sum(t.n_items for t in scored.timings) / (ms / 1000.0) if ms > 0 else None
-    index = c.node("index")
-    info = index.value.info if index is not None and isinstance(index.value, IndexArtifact) \
-        else None
-    rates: tuple[float | None, ...] = (None, None, None, None)
-    if outcome is not None:
-        try:  # the seed's rates (eligible corpus), then the pool-relative ones
-            r, p = outcome.exclusion_rates(), outcome.pool_exclusion_rates()
-            rates = (r.query_rate, r.doc_rate, p.query_rate, p.doc_rate)
-        except BenchError:  # no eligible gold: the rate is undefined, never 0
-            pass
-    return ConfigRow(
-        config_id=spec.config_id, label=spec.label, kind=spec.kind, params_json=params,
-        parent_config_id=spec.parent_id,
-        status="pruned" if c.pool is None else "failed" if c.failed_reason else "ok",
-        pruned_reason=c.pruned_reason, qps=qps, p50_ms=p50, p95_ms=p95, p99_ms=p99,
-        n_latency_samples=len(single), **e2e_cols, rerank_p50_ms=r50, rerank_p95_ms=r95,
-        rerank_p99_ms=r99,
-        rerank_pairs_per_s=pairs_per_s,
-        build_s=None if info is None or spec.kind not in _INDEXED else info.build_s,
-        index_bytes=None if info is None or spec.kind not in _INDEXED
-        else info.index_bytes,
-        unauthorized_hits=0 if c.pool is None else count_unauthorized(c.pool.hits, dataset),
-        filter_removed=None if outcome is None else outcome.removed,
-        false_exclusion_rate=rates[0], doc_false_exclusion_rate=rates[1],
-        pool_false_exclusion_rate=rates[2], pool_doc_false_exclusion_rate=rates[3])
+    generated = spec.kind is ConfigKind.GENERATED
+    measured = None if generated else row.latency.estimates.get(spec.config_id)
+    out: dict[str, Any] = {
+        "config_id": spec.config_id, "label": spec.label, "kind": spec.kind,
+        "params_json": json.dumps(dict(spec.params), sort_keys=True, default=str),
+        "parent_config_id": spec.parent_id,
+        "status": "pruned" if c.pool is None else "failed" if c.failed_reason else "ok",
+        "pruned_reason": c.pruned_reason,
+        **e2e_columns(e2e, measured, settings,
+                      WHOLE_REQUEST_SOURCE if generated else STAGE_SUM_SOURCE),
+        "unauthorized_hits": 0 if c.pool is None
+        else count_unauthorized(c.pool.hits, done.dataset)}
+    probe = done.probe
+    p = None if probe is None else probe.configs.get(spec.config_id)
+    if p is not None and p.peak_vram_bytes is not None:
+        out.update(peak_vram_bytes=p.peak_vram_bytes,
+                   peak_vram_measure=f"{p.vram_measure} (probe)")
+    else:
+        chain = {n.stage for n in spec.chain}
+        peak = peak_vram(r for r in stage_records(done.telemetry) if r.stage in chain)
+        if peak is not None:
+            out.update(peak_vram_bytes=peak[0], peak_vram_measure=f"{peak[1]} (chain stages)")
+    if c.pool is not None:
+        out.update(completion_columns(row.scores))
+    return out
+
+
+def config_row(row: RowInput) -> ConfigRow:
+    """One config's configs.parquet row: the core's columns, then each stage's declared
+    fill in stage-list order (a fill may read the columns filled before it); a column
+    nobody filled is None (0 for a count that may not be null)."""
+    values: dict[str, Any] = core_columns(row)
+    for _, outputs in declared():
+        values.update(outputs.filled(row, values))
+    for _, col in config_columns():
+        if col.name not in values and col.name not in ("schema_version", "run_id"):
+            values[col.name] = None if col.nullable else 0
+    return ConfigRow.of(values)
 
 
 def filter_query_rows(c: ConfigRun, dataset: Dataset) -> list[FilterQueryRow]:
@@ -502,14 +376,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         per_query += per_query_rows(s)
         filter_rows += filter_query_rows(c, dataset)
         timing_rows += [(c.spec.config_id, t) for t in c.timings]
-        row = decision_columns(c, with_generation_latency(
-            config_row(c, dataset, c.filter_outcome, done.plan.e2e_stages(c.spec),
-                       done.plan.query_time_stages(), latency or LatencyRun({}, []),
-                       settings.latency),
-            done.generation.get(c.spec.config_id)),
-            done)
-        if c.pool is not None:
-            row = replace(row, **completion_columns(s))  # type: ignore[arg-type]
+        row = config_row(RowInput(c, s, done, latency or LatencyRun({}, [])))
         config_rows.append(row)
         if c.pool is not None:
             write_trec_run(run_dir / f"run.{c.spec.config_id}.trec", dataset, c.pool.hits,
@@ -531,9 +398,10 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     write_records(per_query, schema.PER_QUERY, run_dir / "per_query.parquet", run_id)
     write_records([{"config_id": cid, **asdict(t)} for cid, t in timing_rows], schema.TIMINGS,
                   run_dir / "timings.parquet", run_id)
-    write_records([{**asdict(r), **asdict(summary_acc[(r.config_id, r.metric)])}
+    write_records([{**asdict(r), **summary_acc[(r.config_id, r.metric)].columns()}
                    for r in summary_rows], schema.SUMMARY, run_dir / "summary.parquet", run_id)
-    write_records(config_rows, schema.CONFIGS, run_dir / "configs.parquet", run_id)
+    write_records([r.columns() for r in config_rows], schema.CONFIGS,
+                  run_dir / "configs.parquet", run_id)
     # written with no filter too (empty), like comparisons.parquet: readers find every table
     write_records(filter_rows, schema.FILTER_QUERIES, run_dir / "filters.parquet", run_id)
     write_records(comparisons, schema.COMPARISONS, run_dir / "comparisons.parquet", run_id)
@@ -545,9 +413,6 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                       run_dir / "latency.parquet", run_id)
     write_records(judgement_rows(done), schema.JUDGEMENTS, run_dir / "judgements.parquet",
                   run_id)
-    from bench.system.report import write_system_table  # black-box systems' requests
-
-    systems = write_system_table(done, run_dir)
     regression = regression_gates(done, run_dir, config_rows, results)
     if regression is not None:
         for f in regression.failure_lines():
@@ -655,8 +520,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
             generation=tuple(done.generation.values()),
             gold_probes=tuple(done.gold_probes.values()), capacity=capacity,
             registered=tuple(registered), regression=regression, rewrite=rewrite,
-            data_notes=data_notes(done), stage_reports=tuple(stage_reports),
-            systems=systems))
+            data_notes=data_notes(done), stage_reports=tuple(stage_reports)))
     log.info("run %s finished in %.1fs: %s", run_id, wall_s, run_dir)
     return RunResult(run_dir, run_id, 3 if failed else 0, tuple(summary_rows), cache_hits,
                      tuple(failed))
@@ -714,7 +578,7 @@ def gate_configs(done: Executed) -> dict[str, frozenset[str]]:
     """Config metric -> ids of the configs whose rows hold it (``bench.pipeline.gates``)."""
     enabled = stages_enabled(done.comps)
     return {m: frozenset(c.config_id for c in done.plan.configs if config_has(m, c, enabled))
-            for m in CONFIG_GATE_METRICS}
+            for m in config_gate_metrics()}
 
 
 def gate_notes(config_rows: Sequence[ConfigRow]) -> dict[tuple[str, str], str]:

@@ -283,7 +283,7 @@ def score(p: Prepared, configs: list[ConfigRun], probe: ProbeOutcome,
             t0 = time.perf_counter()
             s = score_hits(c.spec.config_id, c.pool.hits, c.extra, dataset, qrels,
                            list(m.names), relevance_level=m.relevance_level, settings=settings,
-                           query_status=c.pool.query_status, incomplete=c.pool.incomplete)
+                           pool_status=c.pool.status)
             if c.spec.kind is ConfigKind.GENERATED:
                 got = answered(c.spec, p.executor)
                 rows, abstention = answer_values(p.comps, dataset, got,
@@ -471,7 +471,7 @@ def execute_config(spec: ConfigSpec, the_plan: Plan, executor: Executor,
         empty = Hits(np.zeros(n_q + 1, np.int64), np.zeros(0, np.int32),
                      np.zeros(0, np.float32))
         lost = {} if dataset is None else {q.query_id: "failed" for q in dataset.queries}
-        return ConfigRun(spec, Pool(empty, incomplete=lost), (), (data_timing,),
+        return ConfigRun(spec, Pool(empty, status=lost), (), (data_timing,),
                          failed_reason=why)
     assert isinstance(pool, Pool), f"config leaf {spec.label} is not a candidate pool"
     for n in the_plan.measured_with(chain):  # a latency measurement: not worth a config

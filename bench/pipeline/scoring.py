@@ -1,6 +1,6 @@
 """Score configs against the gold the caller may see, summarise, and compare them pairwise.
 
-Every (config, query, metric) gets a status (``bench.results.records.STATUSES``). Means, CIs
+Every (config, query, metric) gets a status (``bench.pipeline.stages.query_statuses``). Means, CIs
 and comparisons use only the queries whose status carries a value, metric by metric: a metric
 absent for one query never drops that query from the other metrics, and a metric only some
 configs have is compared only where both configs have it.
@@ -18,8 +18,10 @@ from bench.metrics.engine import Evaluation, Qrels, Run, evaluate
 from bench.metrics.pairing import paired
 from bench.metrics.power import mde
 from bench.metrics.stats import PairedComparison, holm, paired_compare
+from bench.pipeline.outputs import unvalued
+from bench.pipeline.stages import valued_statuses
 from bench.pipeline.summarize import summarize
-from bench.results.records import VALUED, Comparison, SummaryRow
+from bench.results.records import Comparison, SummaryRow
 from bench.results.scores import ConfigScores
 from bench.retrieval.base import Hits
 
@@ -48,8 +50,9 @@ def summarize_values(config_id: str, categories: Sequence[str],
                      ) -> tuple[SummaryRow, ...]:
     rows: list[SummaryRow] = []
     cats = np.asarray(categories, dtype=object)
+    valued = valued_statuses()
     for metric, vals in values.items():
-        mask = np.asarray([x in VALUED for x in statuses[metric]], dtype=bool)
+        mask = np.asarray([x in valued for x in statuses[metric]], dtype=bool)
         if expected and metric in expected:
             mask &= expected[metric]
         rows += summarize(config_id, tuple(cats[mask]), {metric: np.asarray(vals)[mask]},
@@ -60,13 +63,14 @@ def summarize_values(config_id: str, categories: Sequence[str],
 
 def score_hits(config_id: str, hits: Hits, extra: Mapping[str, np.ndarray], dataset: Dataset,
                qrels: Qrels, metrics: Sequence[str], *, relevance_level: int,
-               settings: SummarySettings, query_status: Sequence[str] | None = None,
-               incomplete: Mapping[str, str] | None = None) -> ConfigScores:
+               settings: SummarySettings, pool_status: Mapping[str, str] | None = None
+               ) -> ConfigScores:
     """Retrieval metrics of one pool; ``extra`` adds per-query metrics over ALL queries in
-    dataset order (e.g. ann_recall@10); ``query_status`` (dataset order, "" = scored) a
-    valued status other than ``scored`` a pool gives some queries (``Pool.query_status``);
-    ``incomplete``: queries whose ranking never came (``failed`` / ``timeout`` /
-    ``invalid``): that status and no value, never a 0."""
+    dataset order (e.g. ann_recall@10); ``pool_status`` (``Pool.status``, by query id): a
+    valued status other than ``scored`` (an iterative loop's ``budget_exhausted``) keeps the
+    value, one without a value (a ranking that never came: ``failed`` / ``timeout`` /
+    ``invalid``) carries that status and no value, never a 0; an empty ranking is
+    ``missing_run`` unless its query carries a status without a value."""
     ev: Evaluation = evaluate(qrels, run_of(dataset, hits), list(metrics),
                               relevance_level=relevance_level)
     values = {m: np.asarray(v, dtype=np.float64) for m, v in ev.values.items()}
@@ -76,9 +80,8 @@ def score_hits(config_id: str, hits: Hits, extra: Mapping[str, np.ndarray], data
         for name, per_query in extra.items():
             values[name] = np.asarray(per_query, dtype=np.float64)[rows]
     missing = set(ev.missing_runs)
-    own = ({} if query_status is None else
-           {q.query_id: st for q, st in zip(dataset.queries, query_status, strict=True) if st})
-    lost = incomplete or {}
+    own = dict(pool_status or {})
+    lost = unvalued(own)
     status = tuple(lost.get(q, "missing_run" if q in missing else own.get(q, "scored"))
                    for q in ev.query_ids)
     if lost:

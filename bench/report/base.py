@@ -26,7 +26,6 @@ from bench.results.records import (
 )
 from bench.results.scores import ConfigScores
 from bench.rewrite.decide import RewriteReport
-from bench.system.report import SystemLatency
 from bench.telemetry.base import ResourceSample, StageTiming
 
 
@@ -111,8 +110,6 @@ class RunReport:
     rewrite: RewriteReport | None = None
     #: stages' own sections (``Stage.writer``: routing, iterative retrieval), in stage order
     stage_reports: tuple[StageReport, ...] = ()
-    #: black-box systems' requests and latency split (``system=http``, bench.system.report)
-    systems: tuple[SystemLatency, ...] = ()
 
 
 class Reporter(Protocol):

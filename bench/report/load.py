@@ -182,6 +182,8 @@ def record_of(cls: type[R], row: Mapping[str, Any]) -> R:
             kwargs[f.name] = row[f.name]
         elif f.default is not MISSING:
             kwargs[f.name] = f.default
+        elif f.default_factory is not MISSING:
+            kwargs[f.name] = f.default_factory()
         else:
             kwargs[f.name] = 0 if f.type == "int" else "" if f.type == "str" else None
     return cls(**kwargs)
@@ -275,6 +277,9 @@ def load_run(run_dir: Path, *, name: str | None = None, prefix_keys: bool = Fals
     return RunData(name, run_dir, manifest, views, opt["per_query"], comps, timings)
 
 
+_ROW_NAMES = frozenset(f.name for f in fields(ConfigRow))
+
+
 def _config_row(col: dict[str, Any]) -> ConfigRow:
     row = record_of(ConfigRow, col)
     # schema 1 had no status column: a pruned config was one with a pruned_reason
@@ -282,7 +287,10 @@ def _config_row(col: dict[str, Any]) -> ConfigRow:
     return replace(row, config_id=str(row.config_id), label=str(row.label),
                    kind=str(row.kind or ""), status=str(status),
                    n_latency_samples=int(row.n_latency_samples or 0),
-                   n_e2e_samples=int(row.n_e2e_samples or 0))
+                   n_e2e_samples=int(row.n_e2e_samples or 0),
+                   # a stage's own columns (declared after schema 5)
+                   extra={k: v for k, v in col.items()
+                          if k not in _ROW_NAMES and k not in ("schema_version", "run_id")})
 
 
 def _params(raw: str | None) -> dict[str, Any]:

@@ -20,7 +20,6 @@ from bench.report.pareto import FrontInput, pareto_front, quality_cost_front
 from bench.results.records import Comparison, ConfigRow, SummaryRow
 from bench.results.write import atomic_write_bytes
 from bench.rewrite.report import rewrite_section
-from bench.system.report import system_section
 from bench.telemetry.base import ResourceSample, StageTiming
 
 #: p99 from fewer samples than this is flagged (docs/metrics.md)
@@ -73,7 +72,6 @@ class MarkdownReport:
         lines += rewrite_section(r.rewrite)
         lines += self._comparisons(r)
         lines += generation_section(r)
-        lines += system_section(r.systems)
         lines += lost_in_middle_section(r)
         lines += ann_answers_section(r)
         for sr in r.stage_reports:  # stages' own sections (Stage.writer)

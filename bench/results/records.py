@@ -7,20 +7,18 @@ writer fills a table from the records' fields by name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # a record type of the context stage, only named here
     from bench.context.metrics import ContextDiagnosis
     from bench.judge.pairing import PairwiseSummary
 
-#: per-(query, metric) statuses (docs/metrics.md completion accounting). ``scored`` and
-#: ``missing_run`` (an empty ranking, scored 0 as trec_eval -c) carry a value; the others do not
-STATUSES = ("scored", "missing_run", "timeout", "invalid", "no_claims", "pruned", "failed",
-            "budget_exhausted")
-#: ``budget_exhausted``: an iterative loop stopped by a budget, scored on the evidence it had
-#: (like a missing run is scored as an empty ranking) and counted
-VALUED = ("scored", "missing_run", "budget_exhausted")
+#: per-(query, metric) statuses (docs/metrics.md completion accounting) are declared by the
+#: core and the stages that give them (``bench.pipeline.outputs.QueryStatus``): the list and
+#: which of them carry a value come from ``bench.pipeline.stages.query_statuses`` /
+#: ``valued_statuses``.
 
 
 @dataclass(frozen=True)
@@ -37,7 +35,8 @@ class SummaryRow:
 
 @dataclass(frozen=True)
 class Accounting:
-    """Where every expected query went, for one (config, metric)."""
+    """Where every expected query went, for one (config, metric). The core statuses by field;
+    a stage's own (an iterative loop's ``budget_exhausted``) in ``others``, by status name."""
 
     n_expected: int
     n_scored: int
@@ -47,18 +46,43 @@ class Accounting:
     n_no_claims: int
     n_pruned: int
     n_failed: int
-    n_budget_exhausted: int = 0
+    #: (status, count) of each status a stage declares, in declaration order
+    others: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def of(cls, statuses: list[str] | tuple[str, ...]) -> Accounting:
+        from bench.pipeline.stages import query_statuses
+
         def count(s: str) -> int:
             return sum(1 for x in statuses if x == s)
 
-        # a missing run is scored (as an empty ranking) AND counted as missing
-        return cls(len(statuses),
-                   count("scored") + count("missing_run") + count("budget_exhausted"),
+        declared = query_statuses()
+        # a missing run is scored (as an empty ranking) AND counted as missing; so is every
+        # valued status
+        return cls(len(statuses), sum(count(s.name) for s in declared if s.valued),
                    count("missing_run"), count("timeout"), count("invalid"), count("no_claims"),
-                   count("pruned"), count("failed"), count("budget_exhausted"))
+                   count("pruned"), count("failed"),
+                   tuple((s.name, count(s.name)) for s in declared
+                         if s.name not in _CORE and s.name != "scored"))
+
+    def count(self, status: str) -> int:
+        """Expected queries that ended in ``status``."""
+        if status in _CORE:
+            return int(getattr(self, _CORE[status]))
+        return dict(self.others).get(status, 0)
+
+    def columns(self) -> dict[str, int]:
+        """summary.parquet's accounting columns (``n_expected``, ``n_scored``, one per
+        declared status)."""
+        from bench.pipeline.stages import query_statuses
+
+        return {"n_expected": self.n_expected, "n_scored": self.n_scored,
+                **{s.count: self.count(s.name) for s in query_statuses() if s.name != "scored"}}
+
+
+#: the core statuses' Accounting fields
+_CORE = {"missing_run": "n_missing", "timeout": "n_timeout", "invalid": "n_invalid",
+         "no_claims": "n_no_claims", "pruned": "n_pruned", "failed": "n_failed"}
 
 
 @dataclass(frozen=True)
@@ -95,7 +119,12 @@ class Comparison:
 
 @dataclass(frozen=True)
 class ConfigRow:
-    """What a config is and what it costs (one row of configs.parquet)."""
+    """What a config is and what it costs (one row of configs.parquet).
+
+    The typed fields are the columns of schema 5, for readers; the row is FILLED from the
+    declarations (``bench.pipeline.outputs``): :meth:`of` takes every declared column by
+    name, and a column a stage added after schema 5 lands in ``extra`` (read it with
+    :meth:`value`; :meth:`columns` gives the whole row)."""
 
     config_id: str
     label: str
@@ -184,6 +213,29 @@ class ConfigRow:
     cost_generation: float | None = None
     cost_storage: float | None = None
     cost_unpriced: str | None = None
+    #: declared columns that are not fields above (a stage's own), by name
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, columns: Mapping[str, Any]) -> ConfigRow:
+        """The row from its columns by name (fields by name, the rest into ``extra``)."""
+        names = _ROW_FIELDS
+        return cls(**{k: v for k, v in columns.items() if k in names},
+                   extra={k: v for k, v in columns.items() if k not in names})
+
+    def columns(self) -> dict[str, Any]:
+        """Every column of the row by name (``extra`` flattened)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        return {**out, **self.extra}
+
+    def value(self, name: str) -> Any:
+        """One column's value (a field, or a stage's column in ``extra``; None if absent)."""
+        if name in _ROW_FIELDS:
+            return getattr(self, name)
+        return self.extra.get(name)
+
+
+_ROW_FIELDS = frozenset(f.name for f in fields(ConfigRow)) - {"extra"}
 
 
 @dataclass(frozen=True)

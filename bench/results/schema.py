@@ -7,6 +7,8 @@ metrics and stages add rows, not columns.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 
 #: 5: summary ``n_budget_exhausted``, configs ``budget_exhausted_share``, config kinds
@@ -65,36 +67,42 @@ TIMINGS = pa.schema(
     ]
 )
 
-#: summary.parquet: one row per (config_id, scope, metric).
-SUMMARY = pa.schema(
-    [
-        pa.field("schema_version", pa.int32(), nullable=False),
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("config_id", pa.string(), nullable=False),
-        # "all" | "category:<name>" | "macro" (categories equal) | "weighted" (traffic weights)
-        pa.field("scope", pa.string(), nullable=False),
-        pa.field("metric", pa.string(), nullable=False),
-        pa.field("higher_is_better", pa.bool_(), nullable=False),
-        pa.field("n", pa.int64(), nullable=False),
-        pa.field("mean", pa.float64(), nullable=True),
-        pa.field("ci_low", pa.float64(), nullable=True),
-        pa.field("ci_high", pa.float64(), nullable=True),
-        # completion accounting of the config (repeated on each of its rows)
-        pa.field("n_expected", pa.int64(), nullable=False),
-        pa.field("n_scored", pa.int64(), nullable=False),
-        pa.field("n_missing", pa.int64(), nullable=False),
-        pa.field("n_timeout", pa.int64(), nullable=False),
-        pa.field("n_invalid", pa.int64(), nullable=False),
-        pa.field("n_no_claims", pa.int64(), nullable=False),
-        pa.field("n_pruned", pa.int64(), nullable=False),
-        pa.field("n_failed", pa.int64(), nullable=False),
-        # an iterative loop stopped by a budget (scored on the evidence it had: in n_scored)
-        pa.field("n_budget_exhausted", pa.int64(), nullable=False),
-    ]
-)
+#: summary.parquet: one row per (config_id, scope, metric); then the completion accounting
+#: of the config (repeated on each of its rows): ``n_expected``, ``n_scored`` and one count per
+#: declared status (``summary_schema``: missing, timeout, invalid, no_claims, pruned, failed,
+#: and the stages' own, e.g. an iterative loop's ``n_budget_exhausted``)
+_SUMMARY_HEAD = [
+    pa.field("schema_version", pa.int32(), nullable=False),
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("config_id", pa.string(), nullable=False),
+    # "all" | "category:<name>" | "macro" (categories equal) | "weighted" (traffic weights)
+    pa.field("scope", pa.string(), nullable=False),
+    pa.field("metric", pa.string(), nullable=False),
+    pa.field("higher_is_better", pa.bool_(), nullable=False),
+    pa.field("n", pa.int64(), nullable=False),
+    pa.field("mean", pa.float64(), nullable=True),
+    pa.field("ci_low", pa.float64(), nullable=True),
+    pa.field("ci_high", pa.float64(), nullable=True),
+    pa.field("n_expected", pa.int64(), nullable=False),
+]
 
-#: configs.parquet: one row per config (lane) of the run: what it is and what it costs.
-CONFIGS = pa.schema(
+
+def summary_schema() -> pa.Schema:
+    """summary.parquet's schema: the head, then each declared status's count (``n_scored``
+    counts every valued status)."""
+    from bench.pipeline.stages import query_statuses
+
+    return pa.schema([*_SUMMARY_HEAD,
+                      *(pa.field(s.count, pa.int64(), nullable=False)
+                        for s in query_statuses())])
+
+
+#: configs.parquet as published in schema 5: one row per config (lane) of the run, what it
+#: is and what it costs. The written schema is assembled from the stages' declarations
+#: (``configs_schema``); this layout fixes the ORDER of the columns it names (a file of
+#: schema 5 is byte-identical), and tests/results/test_declared_schema.py checks that the
+#: assembled schema reproduces it. A stage's new columns come after these, in stage order.
+_CONFIGS_V5 = pa.schema(
     [
         pa.field("schema_version", pa.int32(), nullable=False),
         pa.field("run_id", pa.string(), nullable=False),
@@ -196,6 +204,36 @@ CONFIGS = pa.schema(
     ]
 )
 
+_ARROW = {"float64": pa.float64(), "int64": pa.int64(), "int32": pa.int32(),
+          "string": pa.string(), "bool": pa.bool_()}
+
+
+def configs_schema() -> pa.Schema:
+    """configs.parquet's schema from the core's and every stage's declared columns
+    (``bench.pipeline.stages.config_columns``), in schema 5's order, new columns after."""
+    from bench.pipeline.stages import config_columns
+
+    declared = {c.name: c for _, c in config_columns()}
+    missing = [n for n in _CONFIGS_V5.names if n not in declared]
+    if missing:
+        raise ValueError(f"configs.parquet columns of schema {SCHEMA_VERSION} no stage "
+                         f"declares: {', '.join(missing)}")
+    order = [*_CONFIGS_V5.names, *(n for n in declared if n not in _CONFIGS_V5.names)]
+    return pa.schema([pa.field(n, _ARROW[declared[n].type], nullable=declared[n].nullable)
+                      for n in order])
+
+
+def __getattr__(name: str) -> Any:
+    """``CONFIGS`` and ``SUMMARY``: assembled from the stage list when first read."""
+    if name == "CONFIGS":
+        return configs_schema()
+    if name == "SUMMARY":
+        return summary_schema()
+    if name == "TABLES":
+        return tables()
+    raise AttributeError(name)
+
+
 #: filters.parquet (schema >= 4): one row per (config_id, query_id) of a config with a filter.
 FILTER_QUERIES = pa.schema(
     [
@@ -282,16 +320,12 @@ JUDGEMENTS = pa.schema(
     ]
 )
 
-TABLES = {
-    "per_query": PER_QUERY,
-    "timings": TIMINGS,
-    "summary": SUMMARY,
-    "configs": CONFIGS,
-    "comparisons": COMPARISONS,
-    "latency": LATENCY,
-    "filters": FILTER_QUERIES,
-    "judgements": JUDGEMENTS,
-}
+
+def tables() -> dict[str, pa.Schema]:
+    """The run's tables by name (``TABLES``)."""
+    return {"per_query": PER_QUERY, "timings": TIMINGS, "summary": summary_schema(),
+            "configs": configs_schema(), "comparisons": COMPARISONS, "latency": LATENCY,
+            "filters": FILTER_QUERIES, "judgements": JUDGEMENTS}
 
 #: iterations.parquet: one row per (iterative config, query, turn) of an iterative loop
 #: (bench.iterative); the per-query columns repeat on each of the query's turns.

@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.errors import InputError
-from bench.results.records import VALUED, Accounting, SummaryRow
+from bench.pipeline.stages import valued_statuses
+from bench.results.records import Accounting, SummaryRow
 
 #: the columns of per_query.parquet a ConfigScores is built from
 LONG_COLUMNS = ("config_id", "query_id", "category", "metric", "value")
@@ -53,7 +54,8 @@ class ConfigScores:
 
     def valued(self, metric: str) -> np.ndarray:
         """bool mask of the queries whose value for ``metric`` counts."""
-        return np.asarray([s in VALUED for s in self.statuses[metric]],
+        valued = valued_statuses()
+        return np.asarray([s in valued for s in self.statuses[metric]],
                           dtype=bool) & self.expects(metric)
 
 
@@ -112,6 +114,7 @@ def scores_of_table(table: pa.Table, path: Path) -> dict[str, ConfigScores]:
               else ["scored" if v is not None else "failed" for v in values])
     rows: dict[str, list[int]] = {}
     seen: set[tuple[str, str, str]] = set()
+    valued = valued_statuses()
     for i, cid in enumerate(cols["config_id"]):
         key = (cid, cols["query_id"][i], cols["metric"][i])
         if key in seen:
@@ -119,7 +122,7 @@ def scores_of_table(table: pa.Table, path: Path) -> dict[str, ConfigScores]:
                                       f"{key[1]!r} appears twice")
         seen.add(key)
         v = values[i]
-        if status[i] in VALUED and (v is None or math.isnan(v)):
+        if status[i] in valued and (v is None or math.isnan(v)):
             raise InputError(path, 0, f"config {cid!r}: metric {key[2]!r} of query "
                                       f"{key[1]!r} is NaN (status {status[i]}: a value expected)")
         rows.setdefault(cid, []).append(i)

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.index.base import BuiltIndex, SearchResult
+from bench.pipeline.outputs import merge_statuses, unvalued
 from bench.telemetry.base import TimingLog
 
 HITS_SCHEMA = pa.schema(
@@ -96,27 +97,26 @@ class Pool:
 
     hits: Hits
     chunk_result: SearchResult | None = None
-    #: per query (dataset order), the status its retrieval metrics carry when not ``scored``
-    #: (an iterative loop's ``budget_exhausted``: scored on the evidence it had, and counted);
-    #: "" = scored. None: every query scored
-    query_status: tuple[str, ...] | None = field(default=None, kw_only=True)
-    #: per query without a ranking, why (``failed`` / ``timeout`` / ``invalid``: a served
-    #: system's request did not complete); its retrieval metrics carry that status
-    incomplete: Mapping[str, str] | None = field(default=None, kw_only=True)
+    #: per query id, the status its retrieval metrics carry when not ``scored``
+    #: (``bench.pipeline.outputs.QueryStatuses``): valued (an iterative loop's
+    #: ``budget_exhausted``: scored on the evidence it had, and counted) or not (``failed`` /
+    #: ``timeout`` / ``invalid``: no ranking, e.g. a served system's request did not
+    #: complete). None: every query scored
+    status: Mapping[str, str] | None = field(default=None, kw_only=True)
+
+    @property
+    def incomplete(self) -> dict[str, str] | None:
+        """The queries without a ranking and why (None: none)."""
+        return unvalued(self.status) or None
 
     def statuses(self, *others: Pool, lost: Mapping[str, str] | None = None
                  ) -> dict[str, Any]:
         """The per-query statuses a pool made from this one (and ``others``: a fusion's
-        second input) carries, as keyword arguments of ``Pool``: a query without a ranking
-        upstream has none downstream either, never a ranking of what was left; ``lost``
-        adds this stage's own (a rerank request that failed)."""
-        merged: dict[str, str] = {}
-        for p in (self, *others):
-            for q, st in (p.incomplete or {}).items():
-                merged.setdefault(q, st)
-        for q, st in (lost or {}).items():
-            merged.setdefault(q, st)
-        return {"query_status": self.query_status, "incomplete": merged or None}
+        second input) carries, as keyword arguments of ``Pool`` (``merge_statuses``: a query
+        without a ranking upstream has none downstream either); ``lost`` adds this stage's
+        own (a rerank request that failed)."""
+        merged = merge_statuses(self.status, *(p.status for p in others), lost)
+        return {"status": merged or None}
 
 
 def order_key(doc_ids: Sequence[str]) -> np.ndarray:

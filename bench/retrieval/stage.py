@@ -25,6 +25,7 @@ from bench.pipeline.node import (
     mark_incomplete,
     read_incomplete,
 )
+from bench.pipeline.outputs import merge_statuses
 from bench.retrieval.base import Hits, Pool, Retriever, order_key
 from bench.telemetry.base import StageTiming, TimingLog, stage_timer
 
@@ -74,8 +75,7 @@ class RetrieveOp(OpTraits):
         # a query without a vector (its embedding request failed) or without an answer from
         # the database keeps that status and no ranking: never a ranking of a zero vector
         qids = [q.query_id for q in dataset.queries]
-        lost = dict(queries.incomplete)
-        lost.update((qids[r], st) for r, st in result.incomplete.items() if qids[r] not in lost)
+        lost = merge_statuses(queries.incomplete, result.by_query(qids))
         if lost:
             rows = [i for i, q in enumerate(qids) if q in lost]
             result.ids[rows] = -1
@@ -97,7 +97,7 @@ class RetrieveOp(OpTraits):
     def load(self, directory: Path, inputs: RetrieveInputs) -> Pool:
         return Pool(Hits.load(directory / "hits.parquet", len(inputs.data.queries)),
                     load_search(directory, "chunks"),
-                    incomplete=read_incomplete(directory) or None)
+                    status=read_incomplete(directory) or None)
 
     def run_one(self, inputs: RetrieveInputs, query: OneQuery, timer: QueryTimer) -> Pool:
         depth = self.retriever.depth(len(inputs.chunks))

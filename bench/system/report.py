@@ -23,7 +23,10 @@ import pyarrow.parquet as pq
 from bench.system.base import OK, STATUSES, SystemRun
 
 if TYPE_CHECKING:
+    from bench.pipeline.latency import LatencyRun
     from bench.pipeline.outcome import Executed
+    from bench.report.base import StageReport
+    from bench.results.records import Comparison
 
 SYSTEM_FILE = "system.parquet"
 SYSTEM_SCHEMA = pa.schema([
@@ -112,6 +115,19 @@ def write_system_table(done: Executed, run_dir: Path) -> tuple[SystemLatency, ..
                          "n_documents": len(r.doc_ids)})
     pq.write_table(pa.Table.from_pylist(rows, schema=SYSTEM_SCHEMA), run_dir / SYSTEM_FILE)
     return tuple(latency_split(cid, label, run) for cid, label, run in runs)
+
+
+def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
+          latency: LatencyRun) -> StageReport | None:
+    """The system stage's writer (``Stage.writer``): system.parquet and the report's
+    black-box section; run.json ``stages.system`` lists the table. None without a system
+    config."""
+    from bench.report.base import StageReport
+
+    systems = write_system_table(done, run_dir)
+    if not systems:
+        return None
+    return StageReport("system", (SYSTEM_FILE,), tuple(system_section(systems)), {})
 
 
 def _ms(v: float | None) -> str:

@@ -237,7 +237,7 @@ class PoolOp(OpTraits):
         hits = Hits(offsets=np.asarray(offsets, dtype=np.int64),
                     doc_idx=np.concatenate(doc_idx) if doc_idx else np.zeros(0, np.int32),
                     scores=np.concatenate(scores) if scores else np.zeros(0, np.float32))
-        return Pool(hits, incomplete=incomplete)
+        return Pool(hits, status=incomplete)
 
 
 @dataclass(frozen=True)
