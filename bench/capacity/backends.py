@@ -127,3 +127,63 @@ class HttpBackend:
         for r in self.replicas:
             r.stop()
         self.replicas.clear()
+
+
+class _NotOwned:
+    """The replica behind a service bench does not own: it cannot be restarted."""
+
+    restarts = 0
+
+    def restart(self) -> None:
+        raise RuntimeError("bench does not own this service: the restart fault is refused")
+
+
+class EndpointBackend:
+    """Any endpoint (``capacity.target=http``, :mod:`bench.capacity.mapped`): its replicas
+    are its URLs (the scale-out check needs more than one); the ceiling is measured against a
+    real null server on this machine; faults only when ``allow_faults`` (a service bench does
+    not own is never faulted unless asked), and only through the fault proxy in front of the
+    first URL (``status_*``, ``slow``, ``close``; no ``restart``: there is no process here to
+    kill)."""
+
+    kind = "http (a service bench does not own)"
+
+    def __init__(self, make: Callable[[list[str], str | None], Target], *, urls: list[str],
+                 n_queries: int, name: str, work_dir: Path, allow_faults: bool = False) -> None:
+        self.make = make
+        self.urls = urls
+        self.n_queries = n_queries
+        self.name = name
+        self.work_dir = work_dir
+        self.allow_faults = allow_faults
+
+    @asynccontextmanager
+    async def target(self, replicas: int) -> AsyncIterator[Target]:
+        t: Any = self.make(self.urls[:max(1, replicas)], None)
+        async with t:
+            yield t
+
+    @asynccontextmanager
+    async def null_target(self) -> AsyncIterator[Target]:
+        with synthetic(log_path=self.work_dir / "null-server.log") as null:
+            async with HttpTarget([null.url], path="/v1/answer", body=lambda q: {"query": q},
+                                  name="a null HTTP server on this machine") as t:
+                yield t
+
+    def fault_rig(self) -> AbstractAsyncContextManager[FaultRig] | None:
+        if not self.allow_faults:
+            return None
+
+        @asynccontextmanager
+        async def rig() -> AsyncIterator[FaultRig]:
+            from urllib.parse import urlsplit
+
+            u = urlsplit(self.urls[0])
+            upstream = f"{u.scheme}://{u.netloc}"
+            with fault_proxy(upstream, log_path=self.work_dir / "fault-proxy.log") as proxy:
+                via = proxy.url + self.urls[0][len(upstream):]
+                t: Any = self.make([via], f"{self.name} behind the fault proxy")
+                async with t:
+                    yield FaultRig(t, proxy.url, _NotOwned())
+
+        return rig()

@@ -163,6 +163,18 @@ class CapacityConfig:
     component_max_seconds: float = 90.0
     #: passages a reranker / LLM component request carries (the chain's top ones)
     component_passages: int = 10
+    #: ``target: http``: the services to load (docs/experiments/capacity_http.md): each a
+    #: mapping with ``name``, ``api`` (rag, chat, completions, embeddings, rerank), ``url``
+    #: (or a list: replicas), ``request`` / ``response`` / ``stream`` as system=http, and
+    #: optionally ``start`` (the argv that starts it), ``quality_metric``, ``slo_*_ms``
+    endpoints: list[dict[str, Any]] = field(default_factory=list)
+    #: a service bench does not own is never faulted unless this is true (target=http)
+    allow_faults: bool = False
+    #: queries of the unloaded pass (the per-query baseline quality under load is paired
+    #: against); ``unloaded_last``: run it after the load levels, so that a server cache is
+    #: not warmed with every query before the levels are measured (target=http does)
+    unloaded_queries: int = 50
+    unloaded_last: bool = False
 
 
 @dataclass
