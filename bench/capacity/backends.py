@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -129,6 +130,11 @@ class HttpBackend:
         self.replicas.clear()
 
 
+def null_body(query: int) -> dict[str, Any]:
+    """The null server's request body (module-level: worker processes unpickle it)."""
+    return {"query": query}
+
+
 class _NotOwned:
     """The replica behind a service bench does not own: it cannot be restarted."""
 
@@ -148,26 +154,44 @@ class EndpointBackend:
 
     kind = "http (a service bench does not own)"
 
-    def __init__(self, make: Callable[[list[str], str | None], Target], *, urls: list[str],
-                 n_queries: int, name: str, work_dir: Path, allow_faults: bool = False) -> None:
+    def __init__(self, make: Callable[..., Target], *, urls: list[str],
+                 n_queries: int, name: str, work_dir: Path, allow_faults: bool = False,
+                 processes: int = 1) -> None:
         self.make = make
         self.urls = urls
         self.n_queries = n_queries
         self.name = name
         self.work_dir = work_dir
         self.allow_faults = allow_faults
+        self.processes = processes
+
+    @asynccontextmanager
+    async def _pooled(self, factory: Callable[[], Any]) -> AsyncIterator[Target]:
+        """``factory()``'s target; with ``processes`` > 1 its open-loop levels go out from
+        that many generator processes (:mod:`bench.capacity.workers`)."""
+        t: Any = factory()
+        async with t:
+            if self.processes <= 1:
+                yield t
+            else:
+                from bench.capacity.workers import PooledTarget, ProcessPool
+
+                with ProcessPool(self.processes, factory) as pool:
+                    yield PooledTarget(t, pool)
 
     @asynccontextmanager
     async def target(self, replicas: int) -> AsyncIterator[Target]:
-        t: Any = self.make(self.urls[:max(1, replicas)], None)
-        async with t:
+        # ``make`` is picklable (a partial of MappedTarget): worker processes rebuild it
+        async with self._pooled(functools.partial(self.make, urls=self.urls[:max(1, replicas)],
+                                                  name=None)) as t:
             yield t
 
     @asynccontextmanager
     async def null_target(self) -> AsyncIterator[Target]:
         with synthetic(log_path=self.work_dir / "null-server.log") as null:
-            async with HttpTarget([null.url], path="/v1/answer", body=lambda q: {"query": q},
-                                  name="a null HTTP server on this machine") as t:
+            async with self._pooled(functools.partial(
+                    HttpTarget, [null.url], path="/v1/answer", body=null_body,
+                    name="a null HTTP server on this machine")) as t:
                 yield t
 
     def fault_rig(self) -> AbstractAsyncContextManager[FaultRig] | None:
@@ -182,7 +206,7 @@ class EndpointBackend:
             upstream = f"{u.scheme}://{u.netloc}"
             with fault_proxy(upstream, log_path=self.work_dir / "fault-proxy.log") as proxy:
                 via = proxy.url + self.urls[0][len(upstream):]
-                t: Any = self.make([via], f"{self.name} behind the fault proxy")
+                t: Any = self.make(urls=[via], name=f"{self.name} behind the fault proxy")
                 async with t:
                     yield FaultRig(t, proxy.url, _NotOwned())
 

@@ -50,11 +50,12 @@ import numpy as np
 
 from bench.capacity.ceiling import Ceiling, measure_ceiling, refuse
 from bench.capacity.components import Component, ComponentCapacity, ComponentPlan, compose_plan
-from bench.capacity.driver import RetryPolicy, Target, closed_queries, run_closed, run_open
+from bench.capacity.driver import RetryPolicy, Target, closed_queries, run_closed
 from bench.capacity.faults import Fault, FaultOutcome, run_with_fault
 from bench.capacity.knee import Knee, find_knee
 from bench.capacity.metrics import Dist, LevelMetrics, Scorer, summarize
 from bench.capacity.schedule import QueryStream, gamma_arrivals
+from bench.capacity.workers import PooledTarget, send_level
 from bench.results.write import atomic_write_bytes
 
 log = logging.getLogger("bench")
@@ -255,9 +256,11 @@ async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
     log.info("capacity: measuring the generator's ceiling against %s's null target",
              backend.name)
     async with backend.null_target() as null:
-        ceiling = await measure_ceiling(null, limit_ms=s.ceiling_limit_ms,
-                                        seconds=s.ceiling_seconds, max_rps=s.ceiling_max_rps,
-                                        min_requests=s.ceiling_min_requests)
+        ceiling = await measure_ceiling(
+            null, limit_ms=s.ceiling_limit_ms, seconds=s.ceiling_seconds,
+            max_rps=s.ceiling_max_rps, min_requests=s.ceiling_min_requests,
+            runner=None if not isinstance(null, PooledTarget) else (
+                lambda sched, timeout: null.run_open(sched, timeout_s=timeout)))
     log.info("capacity: %s", ceiling.text)
 
     # each level asks the least-used queries first (fresh while unused ones remain); drawn
@@ -280,8 +283,8 @@ async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
         got = store.get(*parts)
         if got is not None:
             return got
-        run = await run_open(sched, t, timeout_s=s.timeout_s, retry=retry,
-                             max_concurrency=s.max_concurrency)
+        run = await send_level(sched, t, timeout_s=s.timeout_s, retry=retry,
+                               max_concurrency=s.max_concurrency)
         # a component's reply is no answer to score: only the whole chain's is
         m = summary(run, f"{step} {rate:.3g} req/s" + (f" x{replicas}" if replicas > 1 else ""),
                     slo_ms, scored=slo_ms is None)

@@ -175,6 +175,9 @@ class CapacityConfig:
     #: not warmed with every query before the levels are measured (target=http does)
     unloaded_queries: int = 50
     unloaded_last: bool = False
+    #: load-generator processes on one schedule (target=http; 1: one event loop): the
+    #: ceiling and every open-loop level go out from that many processes
+    generator_processes: int = 1
 
 
 @dataclass

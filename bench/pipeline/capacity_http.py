@@ -26,6 +26,7 @@ The unloaded pass runs after the load levels (``unloaded_last``), over the whole
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import shutil
@@ -152,7 +153,7 @@ def check_endpoints(cap: CapacityConfig, *, probe: bool = False) -> None:
 
 
 async def _preflight(make: Any, ep: Endpoint, key: str, query: int = 0) -> None:
-    async with make(list(ep.urls[:1]), None) as t:
+    async with make(urls=list(ep.urls[:1]), name=None) as t:
         await preflight(t, key=key, query=query)
 
 
@@ -197,11 +198,10 @@ def _start(raw: dict[str, Any], files: dict[str, str], log_path: Path) -> Served
 
 def _maker(ep: Endpoint, queries: list[EndpointQuery], key: str, reads: Any,
            timeout_s: float) -> Any:
-    def make(urls: list[str], name: str | None) -> MappedTarget:
-        return MappedTarget(ep, queries, key=key, reads=reads, timeout_s=timeout_s, urls=urls,
-                            name=name)
-
-    return make
+    """``make(urls=..., name=...)`` -> the endpoint's target; a partial, so that generator
+    processes (``capacity.generator_processes``) can rebuild it."""
+    return functools.partial(MappedTarget, ep, queries, key=key, reads=reads,
+                             timeout_s=timeout_s)
 
 
 def run_http_capacity(done: Executed, run_dir: Path, s: StudySettings) -> CapacityRun:
@@ -246,7 +246,8 @@ def run_http_capacity(done: Executed, run_dir: Path, s: StudySettings) -> Capaci
                 shutil.rmtree(levels_dir)
             backend = EndpointBackend(make, urls=list(ep.urls), n_queries=n, name=name,
                                       work_dir=out_dir / ep.name,
-                                      allow_faults=bool(cap.allow_faults))
+                                      allow_faults=bool(cap.allow_faults),
+                                      processes=int(cap.generator_processes))
             log.info("capacity: open-loop study of %s at %s", name, ", ".join(ep.urls))
             st = asyncio.run(run_study(backend, ss, score=score,
                                        store=LevelStore(levels_dir, key)))

@@ -120,6 +120,7 @@ def study_settings(cap: CapacityConfig) -> StudySettings:
               "capacity.component_passages": cap.component_passages >= 1,
               "capacity.target_rps": cap.target_rps > 0,
               "capacity.unloaded_queries": cap.unloaded_queries >= 1,
+              "capacity.generator_processes": cap.generator_processes >= 1,
               "capacity.max_concurrency": cap.max_concurrency is None or cap.max_concurrency >= 1}
     for key, ok in checks.items():
         if not ok:
