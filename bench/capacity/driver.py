@@ -191,6 +191,8 @@ async def run_open(schedule: Schedule, target: Target, *, timeout_s: float = 30.
     policy = retry or RetryPolicy()
     gate = asyncio.Semaphore(max_concurrency) if max_concurrency else None
     t0 = start_at if start_at is not None else time.perf_counter()
+    # the level's start on the wall clock (per-request exports name epoch times)
+    start_epoch = time.time() - (time.perf_counter() - t0)
     tasks = []
     for i in range(len(schedule)):
         intended = float(schedule.send_s[i])
@@ -201,7 +203,8 @@ async def run_open(schedule: Schedule, target: Target, *, timeout_s: float = 30.
             _one(i, int(schedule.query[i]), intended, t0, target, gate, timeout_s, policy)))
     records = tuple(await asyncio.gather(*tasks))
     duration = max((r.end_s for r in records), default=0.0)
-    return LevelRun(schedule, records, duration, "open", max_concurrency)
+    return LevelRun(schedule, records, duration, "open", max_concurrency,
+                    meta={"start_epoch_s": repr(start_epoch)})
 
 
 def closed_queries(n: int, n_queries: int, seed: int = 0) -> np.ndarray:

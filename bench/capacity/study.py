@@ -236,7 +236,11 @@ def study_key(backend: str, s: StudySettings) -> str:
 
 async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
                     store: LevelStore, components: Sequence[Component] = (),
-                    chain_what: str = "the whole chain") -> Study:
+                    chain_what: str = "the whole chain",
+                    records_dir: Path | None = None) -> Study:
+    """``records_dir``: each open-loop level measured here (not one resumed from the store)
+    also writes its requests as AIPerf's per-request export
+    (``<records_dir>/<level>.jsonl``, :mod:`bench.capacity.interop`)."""
     t_start = time.perf_counter()
     # httpx logs every request at INFO: thousands of lines that bury the study's own
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -288,6 +292,13 @@ async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
         # a component's reply is no answer to score: only the whole chain's is
         m = summary(run, f"{step} {rate:.3g} req/s" + (f" x{replicas}" if replicas > 1 else ""),
                     slo_ms, scored=slo_ms is None)
+        if records_dir is not None:
+            from bench.capacity.interop import write_aiperf
+
+            name = "".join(c if c.isalnum() or c in "._-" else "_" for c in
+                           f"{m.label} r{repeat}")[:100]
+            write_aiperf(run, records_dir / f"{name}.jsonl",
+                         float(run.meta.get("start_epoch_s", "0")))
         log.info("capacity: %s: achieved %.2f req/s, goodput %.0f %%, e2el p95 %s ms", m.label,
                  m.achieved_rps, 100 * m.goodput_fraction, _ms(m.e2el.percentiles["p95"]))
         return store.put(m, *parts)

@@ -127,7 +127,8 @@ class ProcessPool:
         records = sorted((r for _, recs in parts for r in recs), key=lambda r: r.index)
         duration = max((r.end_s for r in records), default=0.0)
         return LevelRun(schedule, tuple(records), duration, "open", max_concurrency,
-                        meta={"engine": f"{self.processes} processes"})
+                        meta={"engine": f"{self.processes} processes",
+                              "start_epoch_s": repr(start_epoch)})
 
 
 class PooledTarget:

@@ -250,7 +250,8 @@ def run_http_capacity(done: Executed, run_dir: Path, s: StudySettings) -> Capaci
                                       processes=int(cap.generator_processes))
             log.info("capacity: open-loop study of %s at %s", name, ", ".join(ep.urls))
             st = asyncio.run(run_study(backend, ss, score=score,
-                                       store=LevelStore(levels_dir, key)))
+                                       store=LevelStore(levels_dir, key),
+                                       records_dir=out_dir / ep.name / "aiperf"))
             notes = [*st.notes]
             if len(ep.urls) < 2 and s.replicas > 1:
                 notes.append("scale-out not checked: the endpoint has one URL (list replica "
