@@ -100,6 +100,14 @@ def lines(st: Study) -> list[str]:
     for p in st.knee.probes:
         out.append(f"| {p.rate_rps:.2f} | {len(p.runs)} | {p.mean:.1%} | {p.ci_low:.1%} - "
                    f"{p.ci_high:.1%} | {p.verdict} |")
+    qk = st.quality_knee
+    if qk is not None:
+        qtext = qk.text.replace("knee", "knee of the quality-goodput share", 1)
+        out += ["", f"Quality-goodput (within the SLOs **and** correct): {qtext}, from the "
+                "same level runs.", "",
+                "| rate req/s | quality-goodput share mean | CI | verdict |", "|---:|---:|---|---|"]
+        out += [f"| {p.rate_rps:.2f} | {p.mean:.1%} | {p.ci_low:.1%} - {p.ci_high:.1%} | "
+                f"{p.verdict} |" for p in qk.probes]
     out += ["", "### Levels (vLLM's metric names; latency from the intended send)", "",
             *table([st.unloaded, *st.sweep]), ""]
     out += streams_table([st.unloaded, st.closed, *one_replica_levels(st)])

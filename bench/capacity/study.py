@@ -52,7 +52,7 @@ from bench.capacity.ceiling import Ceiling, measure_ceiling, refuse
 from bench.capacity.components import Component, ComponentCapacity, ComponentPlan, compose_plan
 from bench.capacity.driver import RetryPolicy, Target, closed_queries, run_closed
 from bench.capacity.faults import Fault, FaultOutcome, run_with_fault
-from bench.capacity.knee import Knee, find_knee
+from bench.capacity.knee import Knee, find_knee, quality_knee
 from bench.capacity.metrics import Dist, LevelMetrics, Scorer, summarize
 from bench.capacity.schedule import QueryStream, gamma_arrivals
 from bench.capacity.workers import PooledTarget, send_level
@@ -192,6 +192,8 @@ class Study:
     #: step 5b: each measured component's knee (the chain's is the study's) and the plan
     components: tuple[ComponentCapacity, ...] = ()
     plan: ComponentPlan | None = None
+    #: the knee of the quality-goodput share, from the same level runs (None: no metric)
+    quality_knee: Knee | None = None
 
 
 def level_from_json(d: dict[str, Any]) -> LevelMetrics:
@@ -418,7 +420,7 @@ async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
     return Study(backend.name, backend.kind, s, ceiling, unloaded, closed, open_same, knee,
                  tuple(sweep), quality, scale, tuple(faults), tuple(refused), cost,
                  _sizing(knee, s, scale), time.perf_counter() - t_start, store.loaded,
-                 tuple(notes), tuple(caps), plan)
+                 tuple(notes), tuple(caps), plan, quality_knee(knee))
 
 
 async def _component_knee(comp: Component, s: StudySettings, open_level: Any,

@@ -39,12 +39,15 @@ def test_study_against_three_services_bench_does_not_own(cache: Path, tmp_path: 
     assert "does not own" in rag["kind"] and rag["ceiling"]["rate_rps"] > 0
     # the unloaded pass ran last, over every golden query, and the RAG service's BM25
     # finds gold documents: ndcg@10 read from its mapped ranking
-    assert rag["unloaded"]["n_requests"] == 24 and rag["unloaded"]["quality_mean"] > 0.3
+    assert rag["unloaded"]["n_requests"] == 24 and rag["unloaded"]["quality_mean"] > 0.1
     assert rag["knee"]["probes"] and rag["quality"][0]["n_queries"] > 0
-    # levels draw unused queries first: the first knee level (20 requests, 24 queries, 20
-    # asked by the closed loop before) repeats only what it must
-    first = rag["knee"]["probes"][0]["runs"][0]
-    assert first["n_requests"] == 20 and first["repeats"] <= 20 - (24 - 20)
+    # levels draw unused queries first: the closed loop asked 20 of the 24 queries (it sends
+    # min_requests when the unloaded pass comes last), so the open level after it asks the
+    # 4 others first and every later request is a repeat, reported apart
+    assert rag["closed"]["n_requests"] == 20
+    same = rag["open_same_load"]
+    assert same["repeats"] == same["n_requests"] - 4
+    assert same["e2el_fresh"]["n"] + same["e2el_repeat"]["n"] == same["statuses"]["ok"]
     # streamed chat: TTFT / TPOT measured, answers scored by token_f1 against references
     lvl = llm["sweep"][0]
     assert lvl["ttft"]["n"] > 0 and lvl["quality_mean"] is not None
