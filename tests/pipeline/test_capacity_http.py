@@ -76,7 +76,6 @@ def test_bad_endpoints_name_the_key_before_any_work(cache: Path, tmp_path: Path)
         _run(cache, tmp_path, *SMALL, "capacity.endpoints.2.start=[x,'{nope}']")
 
 
-@pytest.mark.slow
 def test_an_endpoint_that_refuses_connections_is_a_config_error(cache: Path,
                                                                   tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"capacity\.endpoints\.0\.url: preflight"):
