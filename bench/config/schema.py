@@ -135,6 +135,8 @@ class CapacityConfig:
     knee_max_seconds: float = 180.0
     #: the generator refuses rates where it adds >= this p99 against a null target
     ceiling_limit_ms: float = 1.0
+    #: the ceiling search stops here (every rate up to it passed: the ceiling is at least it)
+    ceiling_max_rps: float = 20000.0
     closed_users: int = 4
     sweep_shares: list[float] = field(default_factory=lambda: [0.5, 1.0, 1.5])
     #: replicas of the scale-out check (<= 1: skip it)
