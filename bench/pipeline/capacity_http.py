@@ -268,6 +268,32 @@ def run_http_capacity(done: Executed, run_dir: Path, s: StudySettings) -> Capaci
     return _result(studies, run_dir, s, cap, summary)
 
 
+#: which component of a RAG request each api stands for (the composed plan)
+COMPONENT_OF = {"rag": "chain", "chat": "llm", "completions": "llm", "embeddings": "embedder",
+                "rerank": "reranker"}
+
+
+def composed_plan(studies: list[tuple[Endpoint, str, Study]], s: StudySettings,
+                  cap: CapacityConfig) -> list[str]:
+    """With two or more component endpoints (the user's embedder, reranker, LLM, the whole
+    RAG API), the plan for ``capacity.target_rps`` composed from their knees
+    (:func:`bench.capacity.components.compose_plan`); the first endpoint of each kind."""
+    from bench.capacity.components import ComponentCapacity, compose_plan, plan_lines
+
+    caps: dict[str, ComponentCapacity] = {}
+    for ep, _, st in studies:
+        name = COMPONENT_OF[ep.api]
+        if name not in caps:
+            caps[name] = ComponentCapacity(name, f"{ep.name}: {ep.method} {ep.urls[0]}",
+                                           dict(st.settings.slo_ms), st.knee)
+    if len(caps) < 2:
+        return []
+    plan = compose_plan(list(caps.values()), target_rps=float(cap.target_rps),
+                        worker_kind=s.worker_kind, price_per_hour=s.price_per_hour,
+                        correct_share=None)
+    return ["## Composed from the endpoints", "", *plan_lines(list(caps.values()), plan)]
+
+
 def _result(studies: list[tuple[Endpoint, str, Study]], run_dir: Path, s: StudySettings,
             cap: CapacityConfig, summary: Any) -> CapacityRun:
     ep0, _, st0 = studies[0]
@@ -277,6 +303,7 @@ def _result(studies: list[tuple[Endpoint, str, Study]], run_dir: Path, s: StudyS
                 *lines(st)]
     files = [str((run_dir / "capacity" / ep.name).relative_to(run_dir))
              for ep, _, _ in studies]
+    out += composed_plan(studies, s, cap)
     slo = Slo(budget_ms=min(s.slo_ms.values()), attainment=s.attainment)
     text = "; ".join(f"{ep.name}: {st.sizing}" for ep, _, st in studies)
     return CapacityRun(ep0.name, "target=http", " | ".join(

@@ -60,6 +60,8 @@ def test_study_against_three_services_bench_does_not_own(cache: Path, tmp_path: 
         rag["settings"]["replicas"] == 1
     report = (tmp_path / "report.md").read_text()
     assert "## Capacity" in report and "### rag: rag" in report and "### llm: chat" in report
+    # the endpoints are components of one RAG request: the plan composed from their knees
+    assert "Composed from the endpoints" in report and "Per-component capacity" in report
     entry = json.loads((tmp_path / "run.json").read_text())["capacity"]
     assert entry["load"] == "open" and entry["study"]["ceiling_rps"] > 0
 
