@@ -32,6 +32,8 @@ CLIS = {
     "bench.power": docs.DECISIONS,
     "bench.data.splits": docs.DATA,
     "bench.capacity.servers": docs.CAPACITY,
+    "bench.capacity.services.chat": docs.CAPACITY_HTTP,
+    "bench.capacity.services.rag": docs.CAPACITY_HTTP,
     "bench.serve": docs.SERVE,
 }
 

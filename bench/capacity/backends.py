@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -127,3 +128,86 @@ class HttpBackend:
         for r in self.replicas:
             r.stop()
         self.replicas.clear()
+
+
+def null_body(query: int) -> dict[str, Any]:
+    """The null server's request body (module-level: worker processes unpickle it)."""
+    return {"query": query}
+
+
+class _NotOwned:
+    """The replica behind a service bench does not own: it cannot be restarted."""
+
+    restarts = 0
+
+    def restart(self) -> None:
+        raise RuntimeError("bench does not own this service: the restart fault is refused")
+
+
+class EndpointBackend:
+    """Any endpoint (``capacity.target=http``, :mod:`bench.capacity.mapped`): its replicas
+    are its URLs (the scale-out check needs more than one); the ceiling is measured against a
+    real null server on this machine; faults only when ``allow_faults`` (a service bench does
+    not own is never faulted unless asked), and only through the fault proxy in front of the
+    first URL (``status_*``, ``slow``, ``close``; no ``restart``: there is no process here to
+    kill)."""
+
+    kind = "http (a service bench does not own)"
+
+    def __init__(self, make: Callable[..., Target], *, urls: list[str],
+                 n_queries: int, name: str, work_dir: Path, allow_faults: bool = False,
+                 processes: int = 1) -> None:
+        self.make = make
+        self.urls = urls
+        self.n_queries = n_queries
+        self.name = name
+        self.work_dir = work_dir
+        self.allow_faults = allow_faults
+        self.processes = processes
+
+    @asynccontextmanager
+    async def _pooled(self, factory: Callable[[], Any]) -> AsyncIterator[Target]:
+        """``factory()``'s target; with ``processes`` > 1 its open-loop levels go out from
+        that many generator processes (:mod:`bench.capacity.workers`)."""
+        t: Any = factory()
+        async with t:
+            if self.processes <= 1:
+                yield t
+            else:
+                from bench.capacity.workers import PooledTarget, ProcessPool
+
+                with ProcessPool(self.processes, factory) as pool:
+                    yield PooledTarget(t, pool)
+
+    @asynccontextmanager
+    async def target(self, replicas: int) -> AsyncIterator[Target]:
+        # ``make`` is picklable (a partial of MappedTarget): worker processes rebuild it
+        async with self._pooled(functools.partial(self.make, urls=self.urls[:max(1, replicas)],
+                                                  name=None)) as t:
+            yield t
+
+    @asynccontextmanager
+    async def null_target(self) -> AsyncIterator[Target]:
+        with synthetic(log_path=self.work_dir / "null-server.log") as null:
+            async with self._pooled(functools.partial(
+                    HttpTarget, [null.url], path="/v1/answer", body=null_body,
+                    name="a null HTTP server on this machine")) as t:
+                yield t
+
+    def fault_rig(self) -> AbstractAsyncContextManager[FaultRig] | None:
+        if not self.allow_faults:
+            return None
+
+        @asynccontextmanager
+        async def rig() -> AsyncIterator[FaultRig]:
+            from urllib.parse import urlsplit
+
+            u = urlsplit(self.urls[0])
+            upstream = f"{u.scheme}://{u.netloc}"
+            with fault_proxy(upstream, log_path=self.work_dir / "fault-proxy.log") as proxy:
+                via = proxy.url + self.urls[0][len(upstream):]
+                t: Any = self.make(urls=[via], name=f"{self.name} behind the fault proxy")
+                async with t:
+                    yield FaultRig(t, proxy.url, _NotOwned())
+
+        return rig()

@@ -13,12 +13,13 @@ then bisected ``refine`` times. A level asked beyond the ceiling is refused by t
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from bench.capacity.driver import LevelRun, Target, run_open
-from bench.capacity.schedule import poisson_arrivals
+from bench.capacity.schedule import Schedule, poisson_arrivals
 
 
 @dataclass(frozen=True)
@@ -58,11 +59,18 @@ def refuse(rate_rps: float, ceiling: Ceiling | None) -> str | None:
 async def measure_ceiling(target: Target, *, limit_ms: float = 1.0, base_rps: float = 20.0,
                           start_rps: float = 50.0, seconds: float = 2.0, min_requests: int = 200,
                           max_rps: float = 20000.0, refine: int = 2,
-                          timeout_s: float = 5.0) -> Ceiling:
+                          timeout_s: float = 5.0,
+                          runner: Callable[[Schedule, float], Awaitable[LevelRun]] | None = None
+                          ) -> Ceiling:
+    """``runner(schedule, timeout_s)``: how a level is sent when not by one event loop
+    (:class:`bench.capacity.workers.ProcessPool`'s ``run_open``); ``target`` then names it."""
+
     async def level(rate: float, seed: int) -> LevelRun:
         n = max(min_requests, int(rate * seconds))
-        return await run_open(poisson_arrivals(rate_rps=rate, n=n, n_queries=1, seed=seed),
-                              target, timeout_s=timeout_s)
+        sched = poisson_arrivals(rate_rps=rate, n=n, n_queries=1, seed=seed)
+        if runner is not None:
+            return await runner(sched, timeout_s)
+        return await run_open(sched, target, timeout_s=timeout_s)
 
     def p99(run: LevelRun) -> tuple[float, float, int]:
         ok = [r for r in run.records if r.status == "ok"]

@@ -12,7 +12,9 @@ pool running an in-process chain, one thread per worker).
 
 Statuses: ``ok``; ``timeout`` (no complete answer within ``timeout_s`` of the intended send);
 ``rate_limited`` (429/503 until the retries or the time ran out); ``failed`` (anything else:
-a refused connection that outlived the retries, a stream cut mid-answer, a 5xx). Retries
+a refused connection that outlived the retries, a stream cut mid-answer, a 5xx);
+``invalid`` (a reply that does not fit the target's response mapping,
+:mod:`bench.capacity.mapped`). Retries
 (refused connection, 429/503, honouring ``Retry-After``) stay inside the request's record:
 ``attempts`` counts them and a request is never counted twice. A stream cut after tokens
 were shown is not retried — the tokens already received are kept in the record's answer.
@@ -31,8 +33,8 @@ import numpy as np
 
 from bench.capacity.schedule import Schedule
 
-Status = Literal["ok", "timeout", "failed", "rate_limited"]
-STATUSES: tuple[Status, ...] = ("ok", "timeout", "failed", "rate_limited")
+Status = Literal["ok", "timeout", "failed", "rate_limited", "invalid"]
+STATUSES: tuple[Status, ...] = ("ok", "timeout", "failed", "rate_limited", "invalid")
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,8 @@ async def run_open(schedule: Schedule, target: Target, *, timeout_s: float = 30.
     policy = retry or RetryPolicy()
     gate = asyncio.Semaphore(max_concurrency) if max_concurrency else None
     t0 = start_at if start_at is not None else time.perf_counter()
+    # the level's start on the wall clock (per-request exports name epoch times)
+    start_epoch = time.time() - (time.perf_counter() - t0)
     tasks = []
     for i in range(len(schedule)):
         intended = float(schedule.send_s[i])
@@ -199,7 +203,14 @@ async def run_open(schedule: Schedule, target: Target, *, timeout_s: float = 30.
             _one(i, int(schedule.query[i]), intended, t0, target, gate, timeout_s, policy)))
     records = tuple(await asyncio.gather(*tasks))
     duration = max((r.end_s for r in records), default=0.0)
-    return LevelRun(schedule, records, duration, "open", max_concurrency)
+    return LevelRun(schedule, records, duration, "open", max_concurrency,
+                    meta={"start_epoch_s": repr(start_epoch)})
+
+
+def closed_queries(n: int, n_queries: int, seed: int = 0) -> np.ndarray:
+    """The queries ``run_closed`` asks, in order: a seeded permutation, cycled."""
+    order = np.random.default_rng(seed + 1).permutation(n_queries)
+    return order[np.arange(n) % n_queries]
 
 
 async def run_closed(target: Target, *, users: int, n: int, n_queries: int, seed: int = 0,
@@ -210,8 +221,7 @@ async def run_closed(target: Target, *, users: int, n: int, n_queries: int, seed
     if users < 1 or n < 1:
         raise ValueError("users and n must be >= 1")
     policy = retry or RetryPolicy()
-    order = np.random.default_rng(seed + 1).permutation(n_queries)
-    queries = order[np.arange(n) % n_queries]
+    queries = closed_queries(n, n_queries, seed)
     t0 = time.perf_counter()
     next_i = 0
     out: list[RequestRecord] = []

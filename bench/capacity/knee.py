@@ -59,9 +59,15 @@ class Probe:
 
     @staticmethod
     def of(rate: float, runs: Sequence[LevelMetrics], target: float,
-           confidence: float = 0.95) -> Probe:
-        f = np.asarray([r.goodput_fraction for r in runs])
-        lo, hi = wilson(sum(r.good for r in runs), sum(r.n_requests for r in runs), confidence)
+           confidence: float = 0.95, quality: bool = False) -> Probe:
+        """``quality``: judge the quality-goodput share (SLOs met AND correct) instead."""
+        if quality:
+            f = np.asarray([r.quality_goodput_fraction or 0.0 for r in runs])
+            good = sum(r.quality_good or 0 for r in runs)
+        else:
+            f = np.asarray([r.goodput_fraction for r in runs])
+            good = sum(r.good for r in runs)
+        lo, hi = wilson(good, sum(r.n_requests for r in runs), confidence)
         if f.size >= 2:
             half = -student_t_ppf((1 - confidence) / 2, f.size - 1) * f.std(ddof=1) / math.sqrt(
                 f.size)
@@ -186,6 +192,25 @@ def find_knee(measure: Measure, *, start_rps: float, attainment: float = 0.9,
             k2 = stop("width")
             if (k2.ci_low_rps, k2.ci_high_rps) == (k.ci_low_rps, k.ci_high_rps):
                 return stop("unresolved")
+
+
+def quality_knee(knee: Knee, confidence: float = 0.95) -> Knee | None:
+    """The knee of the quality-goodput share (requests within the SLOs AND correct) from the
+    same level runs as ``knee`` (no new load): each probed rate judged on that share with the
+    same CI rule, the bracket [highest passing, lowest failing rate above it]. None when the
+    levels carry no answer metric."""
+    runs = [p for p in knee.probes if p.runs]
+    if not runs or any(r.quality_good is None for p in runs for r in p.runs):
+        return None
+    done = [Probe.of(p.rate_rps, p.runs, knee.attainment, confidence, quality=True)
+            for p in sorted(runs, key=lambda p: p.rate_rps)]
+    passed = [p.rate_rps for p in done if p.verdict == "pass"]
+    lo = max(passed) if passed else None
+    hi = min((p.rate_rps for p in done if p.verdict == "fail" and (lo is None or
+                                                                    p.rate_rps > lo)),
+             default=None)
+    return Knee(_crossing(done, knee.attainment, lo, hi), lo, hi, knee.attainment,
+                tuple(done), knee.stopped_by, knee.levels_run, knee.seconds)
 
 
 def _crossing(done: Sequence[Probe], target: float, lo: float | None,

@@ -19,7 +19,16 @@ timed-out and rate-limited ones count against it). Quality-goodput: the same, AN
 is correct by the configured answer metric (``score(query, answer) >= threshold``,
 :mod:`bench.capacity.quality`). Quality under load: the metric's mean over ALL scheduled
 requests (no answer scores 0: delivered quality) and its mean per query, for pairing
-against the unloaded run.
+against the unloaded run; the quality-goodput share's Wilson 95 % interval.
+
+Honest streams (:class:`bench.capacity.schedule.QueryStream`): ``repeats`` counts requests
+whose query this target was asked before (in the study or earlier in the level), and
+E2EL is reported apart for first-seen and repeated queries (``e2el_fresh`` /
+``e2el_repeat``): a server cache shows as the gap. ``tail``: E2EL p99 and p99.9 with a
+distribution-free 95 % interval (order statistics, the normal approximation of the binomial
+ranks); a percentile is given only where the level has a sample beyond it
+(n >= 1 / (1 - q)), and its interval's high end is None where the rank falls past the
+largest sample.
 """
 
 from __future__ import annotations
@@ -97,6 +106,14 @@ class LevelMetrics:
     #: imported from another tool's JSON (vLLM): what it was
     source: str = "bench"
     extra: dict[str, Any] = field(default_factory=dict)
+    #: requests whose query the target was asked before, and E2EL apart for each kind
+    repeats: int = 0
+    e2el_fresh: Dist = field(default_factory=lambda: Dist.of([]))
+    e2el_repeat: Dist = field(default_factory=lambda: Dist.of([]))
+    #: E2EL p99 / p99.9 with their 95 % interval (see the module docstring)
+    tail: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    #: Wilson 95 % interval of the quality-goodput share (None without a metric)
+    quality_goodput_ci: tuple[float, float] | None = None
 
     def rate(self, status: str) -> float:
         return self.statuses.get(status, 0) / self.n_requests if self.n_requests else 0.0
@@ -131,6 +148,35 @@ class LevelMetrics:
                         "send_lag_ms": asdict(self.send_lag),
                         "source": self.source}
         return out
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval of a share k / n (95 % by default)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
+def tail_ci(values: Sequence[float], q: float, z: float = 1.959964
+            ) -> dict[str, float | None] | None:
+    """The q-quantile of ``values`` and a distribution-free 95 % interval: the order
+    statistics at ranks n q -/+ z sqrt(n q (1 - q)) (normal approximation of the binomial).
+    None when the level has no sample beyond the quantile (n < 1 / (1 - q)); the high end
+    None when its rank is past the largest sample."""
+    n = len(values)
+    if n == 0 or n * (1 - q) < 1:
+        return None
+    v = np.sort(np.asarray(values, dtype=np.float64))
+    half = z * math.sqrt(n * q * (1 - q))
+    lo_rank = math.floor(n * q - half)  # 1-based ranks
+    hi_rank = math.ceil(n * q + half) + 1
+    return {"value": float(np.percentile(v, 100 * q)), "n": float(n),
+            "ci_low": float(v[lo_rank - 1]) if lo_rank >= 1 else None,
+            "ci_high": float(v[hi_rank - 1]) if hi_rank <= n else None}
 
 
 def is_good(r: RequestRecord, slo_ms: Mapping[str, float]) -> bool:
@@ -178,6 +224,11 @@ def summarize(run: LevelRun, *, slo_ms: Mapping[str, float], label: str = "",
         by_query = {q: float(np.mean(v)) for q, v in per.items()}
     sched = run.schedule
     offered = n / sched.span_s if sched.span_s > 0 else float("inf")
+    seen = (sched.seen if sched.seen is not None and len(sched.seen) == n
+            else np.zeros(n, dtype=bool))
+    e2el_ok = [r.e2el_ms for r in ok]
+    tail = {name: t for name, q in (("p99", 0.99), ("p99.9", 0.999))
+            if (t := tail_ci(e2el_ok, q)) is not None}
     return LevelMetrics(
         label=label or sched.description, mode=run.mode, offered_rps=offered,
         achieved_rps=len(ok) / dur, burstiness=sched.burstiness,
@@ -193,7 +244,11 @@ def summarize(run: LevelRun, *, slo_ms: Mapping[str, float], label: str = "",
         quality_goodput_rps=None if q_good is None else q_good / dur,
         quality_goodput_fraction=None if q_good is None else (q_good / n if n else 0.0),
         retries=sum(r.attempts - 1 for r in recs), quality_mean=q_mean,
-        quality_by_query=by_query, extra={"total_output_tokens": sum(r.output_tokens for r in ok)})
+        quality_by_query=by_query, extra={"total_output_tokens": sum(r.output_tokens for r in ok)},
+        repeats=int(seen.sum()),
+        e2el_fresh=Dist.of([r.e2el_ms for r in ok if not seen[r.index]]),
+        e2el_repeat=Dist.of([r.e2el_ms for r in ok if seen[r.index]]), tail=tail,
+        quality_goodput_ci=None if q_good is None else wilson(q_good, n))
 
 
 def import_vllm(path: Path) -> LevelMetrics:

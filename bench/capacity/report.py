@@ -100,8 +100,17 @@ def lines(st: Study) -> list[str]:
     for p in st.knee.probes:
         out.append(f"| {p.rate_rps:.2f} | {len(p.runs)} | {p.mean:.1%} | {p.ci_low:.1%} - "
                    f"{p.ci_high:.1%} | {p.verdict} |")
+    qk = st.quality_knee
+    if qk is not None:
+        qtext = qk.text.replace("knee", "knee of the quality-goodput share", 1)
+        out += ["", f"Quality-goodput (within the SLOs **and** correct): {qtext}, from the "
+                "same level runs.", "",
+                "| rate req/s | quality-goodput share mean | CI | verdict |", "|---:|---:|---|---|"]
+        out += [f"| {p.rate_rps:.2f} | {p.mean:.1%} | {p.ci_low:.1%} - {p.ci_high:.1%} | "
+                f"{p.verdict} |" for p in qk.probes]
     out += ["", "### Levels (vLLM's metric names; latency from the intended send)", "",
             *table([st.unloaded, *st.sweep]), ""]
+    out += streams_table([st.unloaded, st.closed, *one_replica_levels(st)])
     if st.quality:
         out += ["### Quality under load (paired per query against the unloaded run; a request "
                 "without an answer scores 0)", "",
@@ -142,6 +151,32 @@ def lines(st: Study) -> list[str]:
         out.append(f"- refused: {r}")
     for n in st.notes:
         out.append(f"- note: {n}")
+    return [*out, ""]
+
+
+def _ci(t: dict[str, float | None] | None) -> str:
+    if t is None:
+        return "- (too few samples)"
+    hi = "open" if t.get("ci_high") is None else _f(t["ci_high"])
+    return f"{_f(t['value'])} [{_f(t.get('ci_low'))}, {hi}]"
+
+
+def streams_table(levels: Sequence[LevelMetrics]) -> list[str]:
+    """Fresh vs repeated queries per level (a server cache shows as the gap), the tail with
+    its CI where the level has the samples, and the quality-goodput share's CI."""
+    out = ["### Honest streams: first-seen vs repeated queries, tail latency", "",
+           "| level | requests | repeats | E2EL first-seen p50 / p99 ms | E2EL repeated p50 / "
+           "p99 ms | E2EL p99 [95 % CI] | E2EL p99.9 [95 % CI] | quality-goodput share "
+           "[95 % CI] |", "|---|---:|---:|---|---|---|---|---|"]
+    for m in levels:
+        fr, rp = m.e2el_fresh, m.e2el_repeat
+        qg = ("-" if m.quality_goodput_ci is None or m.quality_goodput_fraction is None else
+              f"{m.quality_goodput_fraction:.1%} [{m.quality_goodput_ci[0]:.1%}, "
+              f"{m.quality_goodput_ci[1]:.1%}]")
+        out.append(f"| {m.label} | {m.n_requests} | {m.repeats} | "
+                   f"{_f(fr.percentiles['p50'])} / {_f(fr.percentiles['p99'])} | "
+                   f"{_f(rp.percentiles['p50'])} / {_f(rp.percentiles['p99'])} | "
+                   f"{_ci(m.tail.get('p99'))} | {_ci(m.tail.get('p99.9'))} | {qg} |")
     return [*out, ""]
 
 

@@ -45,10 +45,15 @@ class Schedule:
     rate_rps: float
     burstiness: float | None = None
     description: str = ""
+    #: ``seen[i]``: request i's query was sent to this target before (earlier in the study
+    #: or earlier in this level): a server cache may answer it (None: not tracked)
+    seen: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.send_s.shape != self.query.shape or self.send_s.ndim != 1:
             raise ValueError("send_s and query must be 1-d arrays of one length")
+        if self.seen is not None and self.seen.shape != self.query.shape:
+            raise ValueError("seen must have one flag per request")
         if self.send_s.size and (np.diff(self.send_s) < 0).any():
             raise ValueError("send times must be non-decreasing")
 
@@ -64,7 +69,53 @@ class Schedule:
         the union of all shares is the schedule, each request in one share)."""
         keep = np.arange(worker, len(self), workers)
         return Schedule(self.kind, self.send_s[keep], self.query[keep], self.rate_rps / workers,
-                        self.burstiness, f"{self.description} [share {worker}/{workers}]")
+                        self.burstiness, f"{self.description} [share {worker}/{workers}]",
+                        None if self.seen is None else self.seen[keep])
+
+    def with_queries(self, query: np.ndarray, seen: np.ndarray) -> Schedule:
+        """The same send times asking other queries (a :class:`QueryStream`'s draw)."""
+        return Schedule(self.kind, self.send_s, query.astype(np.int64), self.rate_rps,
+                        self.burstiness, self.description, seen.astype(bool))
+
+
+class QueryStream:
+    """Which queries each level asks, over a whole study against one target: every draw
+    takes the least-used queries first (ties in a seeded random order), so a level asks no
+    query twice while the golden set has unused ones, and repeats — when a study needs more
+    requests than there are queries — are spread evenly and flagged (``Schedule.seen``): a
+    server cache then shows as a latency gap between first-seen and repeated queries, not
+    as capacity (VectorDBBench #385: replaying the same 1k queries inflated QPS 230x).
+
+    ``draw(n)`` returns the queries and their seen flags and counts them as sent; ``mark``
+    counts queries sent by another path (the closed-loop passes). The draw is a pure
+    function of the seed and the call sequence, so a resumed study draws the same queries."""
+
+    def __init__(self, n_queries: int, *, seed: int = 0) -> None:
+        if n_queries < 1:
+            raise ValueError("n_queries must be >= 1")
+        self.counts = np.zeros(n_queries, dtype=np.int64)
+        self.rng = np.random.default_rng(seed + 7919)
+
+    @property
+    def n_queries(self) -> int:
+        return int(self.counts.size)
+
+    def draw(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        order = np.lexsort((self.rng.random(self.n_queries), self.counts))
+        q = order[np.arange(n) % self.n_queries]
+        seen = self.counts[q] > 0
+        seen |= np.arange(n) >= self.n_queries  # a second pass within this level
+        self.counts += np.bincount(q, minlength=self.n_queries)
+        return q.astype(np.int64), seen
+
+    def mark(self, queries: np.ndarray) -> None:
+        self.counts += np.bincount(np.asarray(queries, dtype=np.int64),
+                                   minlength=self.n_queries)
+
+    def fresh(self, schedule: Schedule) -> Schedule:
+        """``schedule``'s send times with this stream's next queries."""
+        q, seen = self.draw(len(schedule))
+        return schedule.with_queries(q, seen)
 
 
 def _queries(n: int, n_queries: int, seed: int) -> np.ndarray:

@@ -6,7 +6,8 @@ Steps (each level a fresh seeded open-loop schedule unless said otherwise):
 1. ``ceiling``: the generator's own ceiling against the backend's null target
    (:mod:`bench.capacity.ceiling`); every later level above it is refused, naming it.
 2. ``unloaded``: one closed-loop user asks every query once — the per-query answers and
-   service time everything under load is paired against.
+   service time everything under load is paired against (``unloaded_last``: after step 5,
+   so a server cache is not warmed with every query before the load levels).
 3. ``closed_vs_open``: ``closed_users`` closed-loop users, then an open-loop Poisson level at
    the closed loop's own achieved rate: the same mean load, the latency each reports.
 4. ``knee`` on one replica (:func:`bench.capacity.knee.find_knee`).
@@ -21,6 +22,12 @@ Steps (each level a fresh seeded open-loop schedule unless said otherwise):
    ``replicas`` replicas behind the round-robin client and the prediction errors reported.
 7. ``faults`` at ``fault_share`` x the knee (:mod:`bench.capacity.faults`).
 8. cost per 1M queries and per 1M correct answers at the knee from ``price_per_hour``.
+
+Queries: every open-loop level draws from one :class:`bench.capacity.schedule.QueryStream`
+per target — least-used queries first, so no query repeats within a level while unused ones
+remain; each request is flagged when its query was sent to the target before, and the level
+reports those repeats and their latency apart (``LevelMetrics.e2el_fresh`` /
+``e2el_repeat``).
 
 Resume: every level's metrics are written to ``levels/<key>.json`` as soon as it ends (key:
 the study's settings, the step, rate, repeat and replicas); a rerun of the same plan loads
@@ -43,11 +50,12 @@ import numpy as np
 
 from bench.capacity.ceiling import Ceiling, measure_ceiling, refuse
 from bench.capacity.components import Component, ComponentCapacity, ComponentPlan, compose_plan
-from bench.capacity.driver import RetryPolicy, Target, run_closed, run_open
+from bench.capacity.driver import RetryPolicy, Target, closed_queries, run_closed
 from bench.capacity.faults import Fault, FaultOutcome, run_with_fault
-from bench.capacity.knee import Knee, find_knee
+from bench.capacity.knee import Knee, find_knee, quality_knee
 from bench.capacity.metrics import Dist, LevelMetrics, Scorer, summarize
-from bench.capacity.schedule import gamma_arrivals
+from bench.capacity.schedule import QueryStream, gamma_arrivals
+from bench.capacity.workers import PooledTarget, send_level
 from bench.results.write import atomic_write_bytes
 
 log = logging.getLogger("bench")
@@ -119,6 +127,9 @@ class StudySettings:
     price_per_hour: float | None = None
     worker_kind: str = "CPU worker"
     unloaded_queries: int = 50
+    #: run the unloaded pass after the sweep (a server cache is then not warmed with every
+    #: query before the load levels); the closed loop then sends ``min_requests``
+    unloaded_last: bool = False
     #: per-component knee searches (step 5b): budgets, and the plan's rate
     component_max_levels: int = 8
     component_max_seconds: float = 90.0
@@ -181,11 +192,15 @@ class Study:
     #: step 5b: each measured component's knee (the chain's is the study's) and the plan
     components: tuple[ComponentCapacity, ...] = ()
     plan: ComponentPlan | None = None
+    #: the knee of the quality-goodput share, from the same level runs (None: no metric)
+    quality_knee: Knee | None = None
 
 
 def level_from_json(d: dict[str, Any]) -> LevelMetrics:
-    dists = ("ttft", "tpot", "itl", "e2el", "send_lag")
+    dists = ("ttft", "tpot", "itl", "e2el", "send_lag", "e2el_fresh", "e2el_repeat")
     rest: dict[str, Any] = {k: (Dist(**v) if k in dists else v) for k, v in d.items()}
+    if rest.get("quality_goodput_ci") is not None:
+        rest["quality_goodput_ci"] = tuple(rest["quality_goodput_ci"])
     rest["quality_by_query"] = {int(k): float(v) for k, v in rest.get("quality_by_query",
                                                                        {}).items()}
     return LevelMetrics(**rest)
@@ -223,7 +238,11 @@ def study_key(backend: str, s: StudySettings) -> str:
 
 async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
                     store: LevelStore, components: Sequence[Component] = (),
-                    chain_what: str = "the whole chain") -> Study:
+                    chain_what: str = "the whole chain",
+                    records_dir: Path | None = None) -> Study:
+    """``records_dir``: each open-loop level measured here (not one resumed from the store)
+    also writes its requests as AIPerf's per-request export
+    (``<records_dir>/<level>.jsonl``, :mod:`bench.capacity.interop`)."""
     t_start = time.perf_counter()
     # httpx logs every request at INFO: thousands of lines that bury the study's own
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -243,49 +262,74 @@ async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
     log.info("capacity: measuring the generator's ceiling against %s's null target",
              backend.name)
     async with backend.null_target() as null:
-        ceiling = await measure_ceiling(null, limit_ms=s.ceiling_limit_ms,
-                                        seconds=s.ceiling_seconds, max_rps=s.ceiling_max_rps,
-                                        min_requests=s.ceiling_min_requests)
+        ceiling = await measure_ceiling(
+            null, limit_ms=s.ceiling_limit_ms, seconds=s.ceiling_seconds,
+            max_rps=s.ceiling_max_rps, min_requests=s.ceiling_min_requests,
+            runner=None if not isinstance(null, PooledTarget) else (
+                lambda sched, timeout: null.run_open(sched, timeout_s=timeout)))
     log.info("capacity: %s", ceiling.text)
+
+    # each level asks the least-used queries first (fresh while unused ones remain); drawn
+    # before a stored level is loaded, so a resumed study draws the same queries
+    stream = QueryStream(backend.n_queries, seed=s.seed)
 
     async def open_level(t: Target, rate: float, repeat: int, step: str,
                          replicas: int = 1, slo_ms: dict[str, float] | None = None,
-                         key: str = "") -> LevelMetrics | None:
+                         key: str = "", queries: QueryStream | None = None
+                         ) -> LevelMetrics | None:
         why = refuse(rate, ceiling)
         if why is not None:
             refused.append(f"{step}: {why}")
             return None
+        src = queries or stream
+        sched = src.fresh(gamma_arrivals(rate_rps=rate, n=n_for(rate),
+                                         n_queries=src.n_queries, burstiness=s.burstiness,
+                                         seed=s.seed + 1000 * repeat + replicas))
         parts = (step + key, f"{rate:.6g}", repeat, replicas)
         got = store.get(*parts)
         if got is not None:
             return got
-        sched = gamma_arrivals(rate_rps=rate, n=n_for(rate), n_queries=backend.n_queries,
-                               burstiness=s.burstiness, seed=s.seed + 1000 * repeat + replicas)
-        run = await run_open(sched, t, timeout_s=s.timeout_s, retry=retry,
-                             max_concurrency=s.max_concurrency)
+        run = await send_level(sched, t, timeout_s=s.timeout_s, retry=retry,
+                               max_concurrency=s.max_concurrency)
         # a component's reply is no answer to score: only the whole chain's is
         m = summary(run, f"{step} {rate:.3g} req/s" + (f" x{replicas}" if replicas > 1 else ""),
                     slo_ms, scored=slo_ms is None)
+        if records_dir is not None:
+            from bench.capacity.interop import write_aiperf
+
+            name = "".join(c if c.isalnum() or c in "._-" else "_" for c in
+                           f"{m.label} r{repeat}")[:100]
+            write_aiperf(run, records_dir / f"{name}.jsonl",
+                         float(run.meta.get("start_epoch_s", "0")))
         log.info("capacity: %s: achieved %.2f req/s, goodput %.0f %%, e2el p95 %s ms", m.label,
                  m.achieved_rps, 100 * m.goodput_fraction, _ms(m.e2el.percentiles["p95"]))
         return store.put(m, *parts)
 
     async with backend.target(1) as one:
         # 2. unloaded
-        unloaded = store.get("unloaded")
-        if unloaded is None:
-            n = min(backend.n_queries, s.unloaded_queries)
-            run = await run_closed(one, users=1, n=n, n_queries=backend.n_queries, seed=s.seed,
-                                   timeout_s=s.timeout_s, retry=retry)
-            unloaded = store.put(summary(run, "unloaded (1 closed-loop user)"), "unloaded")
+        n_unloaded = min(backend.n_queries, s.unloaded_queries)
+
+        async def unloaded_pass() -> LevelMetrics:
+            got = store.get("unloaded")
+            if got is None:
+                run = await run_closed(one, users=1, n=n_unloaded, n_queries=backend.n_queries,
+                                       seed=s.seed, timeout_s=s.timeout_s, retry=retry)
+                got = store.put(summary(run, "unloaded (1 closed-loop user)"), "unloaded")
+            stream.mark(closed_queries(n_unloaded, backend.n_queries, s.seed))
+            return got
+
+        first = None if s.unloaded_last else await unloaded_pass()
         # 3. closed loop vs open loop at the same mean load
         closed = store.get("closed", s.closed_users)
+        n_closed = s.min_requests if first is None else n_for(
+            s.closed_users / max(first.e2el.mean or 1.0, 1.0) * 1000)
         if closed is None:
-            run = await run_closed(one, users=s.closed_users, n=n_for(
-                s.closed_users / max(unloaded.e2el.mean or 1.0, 1.0) * 1000),
-                n_queries=backend.n_queries, seed=s.seed, timeout_s=s.timeout_s, retry=retry)
+            run = await run_closed(one, users=s.closed_users, n=n_closed,
+                                   n_queries=backend.n_queries, seed=s.seed,
+                                   timeout_s=s.timeout_s, retry=retry)
             closed = store.put(summary(run, f"closed loop, {s.closed_users} users"), "closed",
                                s.closed_users)
+        stream.mark(closed_queries(n_closed, backend.n_queries, s.seed))
         open_same = await open_level(one, closed.achieved_rps, 0, "open at the closed load")
 
         # 4. knee
@@ -308,13 +352,15 @@ async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
             m = await open_level(one, base * share, 0, "sweep")
             if m is not None:
                 sweep.append(m)
+        unloaded = first if first is not None else await unloaded_pass()
         quality = tuple(_paired(unloaded, m, seed=s.seed) for m in sweep)
 
     # 5b. each separately served component's own knee, and the plan composed from them
     caps: list[ComponentCapacity] = []
     for comp in components:
         caps.append(await _component_knee(comp, s, open_level, ceiling,
-                                          start_rps=2 * (knee.rate_rps or s.knee_start_rps)))
+                                          start_rps=2 * (knee.rate_rps or s.knee_start_rps),
+                                          n_queries=backend.n_queries))
         log.info("capacity: component %s: %s", comp.name, caps[-1].knee.text)
     plan = None
     if caps:
@@ -374,20 +420,23 @@ async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
     return Study(backend.name, backend.kind, s, ceiling, unloaded, closed, open_same, knee,
                  tuple(sweep), quality, scale, tuple(faults), tuple(refused), cost,
                  _sizing(knee, s, scale), time.perf_counter() - t_start, store.loaded,
-                 tuple(notes), tuple(caps), plan)
+                 tuple(notes), tuple(caps), plan, quality_knee(knee))
 
 
 async def _component_knee(comp: Component, s: StudySettings, open_level: Any,
-                          ceiling: Ceiling, *, start_rps: float) -> ComponentCapacity:
+                          ceiling: Ceiling, *, start_rps: float,
+                          n_queries: int) -> ComponentCapacity:
     """One component's knee at its own SLO: the chain's search, on the component's target,
     with the component budgets. Its levels are stored under their own step (resume)."""
     step, key = f"component {comp.name}", json.dumps(comp.slo_ms, sort_keys=True)
     if ceiling.rate_rps <= 0:
         return ComponentCapacity(comp.name, comp.what, dict(comp.slo_ms),
                                  Knee(None, None, None, s.attainment, (), "ceiling", 0, 0.0))
+    queries = QueryStream(n_queries, seed=s.seed)
     async with comp.target() as t:
         async def measure(rate: float, repeat: int) -> LevelMetrics:
-            m = await open_level(t, rate, repeat, step, slo_ms=dict(comp.slo_ms), key=key)
+            m = await open_level(t, rate, repeat, step, slo_ms=dict(comp.slo_ms), key=key,
+                                 queries=queries)
             assert m is not None  # the search never goes past max_rps = the ceiling
             return m
 

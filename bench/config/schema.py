@@ -135,6 +135,8 @@ class CapacityConfig:
     knee_max_seconds: float = 180.0
     #: the generator refuses rates where it adds >= this p99 against a null target
     ceiling_limit_ms: float = 1.0
+    #: the ceiling search stops here (every rate up to it passed: the ceiling is at least it)
+    ceiling_max_rps: float = 20000.0
     closed_users: int = 4
     sweep_shares: list[float] = field(default_factory=lambda: [0.5, 1.0, 1.5])
     #: replicas of the scale-out check (<= 1: skip it)
@@ -163,6 +165,21 @@ class CapacityConfig:
     component_max_seconds: float = 90.0
     #: passages a reranker / LLM component request carries (the chain's top ones)
     component_passages: int = 10
+    #: ``target: http``: the services to load (docs/experiments/capacity_http.md): each a
+    #: mapping with ``name``, ``api`` (rag, chat, completions, embeddings, rerank), ``url``
+    #: (or a list: replicas), ``request`` / ``response`` / ``stream`` as system=http, and
+    #: optionally ``start`` (the argv that starts it), ``quality_metric``, ``slo_*_ms``
+    endpoints: list[dict[str, Any]] = field(default_factory=list)
+    #: a service bench does not own is never faulted unless this is true (target=http)
+    allow_faults: bool = False
+    #: queries of the unloaded pass (the per-query baseline quality under load is paired
+    #: against); ``unloaded_last``: run it after the load levels, so that a server cache is
+    #: not warmed with every query before the levels are measured (target=http does)
+    unloaded_queries: int = 50
+    unloaded_last: bool = False
+    #: load-generator processes on one schedule (target=http; 1: one event loop): the
+    #: ceiling and every open-loop level go out from that many processes
+    generator_processes: int = 1
 
 
 @dataclass

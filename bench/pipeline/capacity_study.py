@@ -40,7 +40,7 @@ from bench.retrieval.base import Pool
 
 log = logging.getLogger("bench")
 
-TARGETS = ("in_process", "serve")
+TARGETS = ("in_process", "serve", "http")
 
 
 def slo_of(cap: CapacityConfig) -> dict[str, float]:
@@ -67,6 +67,10 @@ def check_capacity(node: Any) -> None:
     if cap.load == "open":
         study_settings(cap)
         answer_scorer((), cap.quality_metric)  # the metric's name; its queries come later
+        if cap.target == "http":
+            from bench.pipeline.capacity_http import check_endpoints
+
+            check_endpoints(cap, probe=True)
 
 
 def study_settings(cap: CapacityConfig) -> StudySettings:
@@ -88,6 +92,14 @@ def study_settings(cap: CapacityConfig) -> StudySettings:
     bad = [f for f in cap.faults if f not in FAULTS]
     if bad:
         raise ConfigError("capacity.faults", f"unknown {bad}; use {', '.join(FAULTS)}")
+    if cap.target == "http" and cap.faults and not cap.allow_faults:
+        raise ConfigError("capacity.faults", "target=http loads a service bench does not own: "
+                                             "no fault is injected unless "
+                                             "capacity.allow_faults=true")
+    if cap.target == "http" and "restart" in cap.faults:
+        raise ConfigError("capacity.faults", "restart: bench has no process of a target=http "
+                                             "service to kill (status_429, status_503, slow, "
+                                             "close go through the fault proxy)")
     checks = {"capacity.level_seconds": cap.level_seconds > 0,
               "capacity.level_min_requests": cap.level_min_requests >= 1,
               "capacity.level_max_requests": cap.level_max_requests >= cap.level_min_requests,
@@ -99,6 +111,7 @@ def study_settings(cap: CapacityConfig) -> StudySettings:
               "capacity.knee_ci_width": cap.knee_ci_width > 0,
               "capacity.knee_max_levels": cap.knee_max_levels >= 1,
               "capacity.ceiling_limit_ms": cap.ceiling_limit_ms > 0,
+              "capacity.ceiling_max_rps": cap.ceiling_max_rps > 0,
               "capacity.closed_users": cap.closed_users >= 1,
               "capacity.sweep_shares": all(x > 0 for x in cap.sweep_shares),
               "capacity.fault_share": cap.fault_share > 0,
@@ -107,6 +120,8 @@ def study_settings(cap: CapacityConfig) -> StudySettings:
               "capacity.component_max_seconds": cap.component_max_seconds > 0,
               "capacity.component_passages": cap.component_passages >= 1,
               "capacity.target_rps": cap.target_rps > 0,
+              "capacity.unloaded_queries": cap.unloaded_queries >= 1,
+              "capacity.generator_processes": cap.generator_processes >= 1,
               "capacity.max_concurrency": cap.max_concurrency is None or cap.max_concurrency >= 1}
     for key, ok in checks.items():
         if not ok:
@@ -121,13 +136,15 @@ def study_settings(cap: CapacityConfig) -> StudySettings:
         knee_max_repeats=int(cap.knee_max_repeats), knee_ci_width=float(cap.knee_ci_width),
         knee_max_levels=int(cap.knee_max_levels), knee_max_seconds=float(cap.knee_max_seconds),
         ceiling_limit_ms=float(cap.ceiling_limit_ms), closed_users=int(cap.closed_users),
+        ceiling_max_rps=float(cap.ceiling_max_rps),
         sweep_shares=tuple(float(x) for x in cap.sweep_shares), replicas=int(cap.replicas),
         scale_knee_max_levels=int(cap.scale_knee_max_levels),
         faults=tuple(Fault(f) for f in cap.faults), fault_share=float(cap.fault_share),  # type: ignore[arg-type]
         price_per_hour=None if cap.price_per_hour is None else float(cap.price_per_hour),
         worker_kind=str(cap.worker_kind), component_max_levels=int(cap.component_max_levels),
         component_max_seconds=float(cap.component_max_seconds),
-        plan_rps=float(cap.target_rps))
+        plan_rps=float(cap.target_rps), unloaded_queries=int(cap.unloaded_queries),
+        unloaded_last=bool(cap.unloaded_last))
 
 
 class ServeReplica:
@@ -180,6 +197,10 @@ def run_open_capacity(done: Executed, run_dir: Path) -> CapacityRun:
 
     cap = done.settings.capacity
     s = study_settings(cap)
+    if cap.target == "http":
+        from bench.pipeline.capacity_http import run_http_capacity
+
+        return run_http_capacity(done, run_dir, s)
     i = choose_config(done, str(cap.config))
     spec = done.configs[i].spec
     queries = done.dataset.queries

@@ -252,7 +252,8 @@ def validate_top_level(cfg: DictConfig) -> None:
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise ConfigError(f"latency.{key}", f"must be an integer >= {low}, got {v!r}")
     from_config(cfg)  # the baseline run and the regression gates (read again by run_settings)
-    if cfg.capacity.config:  # the capacity study's settings, before the run they follow
+    # the capacity study's settings, before the run they follow
+    if cfg.capacity.config or (cfg.capacity.load == "open" and cfg.capacity.target == "http"):
         from bench.pipeline.capacity_study import check_capacity
 
         check_capacity(cfg.capacity)

@@ -114,7 +114,9 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
 
     rewrite = rewrite_report(done, latency)  # adopt / reject per rewriter and slice
     capacity = None
-    if p.settings.capacity.config:  # before the report, which shows its answer
+    cap = p.settings.capacity
+    # before the report, which shows its answer; target=http loads endpoints, not a config
+    if cap.config or (cap.load == "open" and cap.target == "http"):
         from bench.pipeline.capacity import run_capacity
 
         capacity = run_capacity(done, run_dir)

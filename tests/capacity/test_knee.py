@@ -71,3 +71,23 @@ def test_an_unsure_rate_does_not_end_the_upward_search() -> None:
     rates = [p.rate_rps for p in k.probes]
     assert 40.0 in rates and k.ci_low_rps == 10.0 and k.ci_high_rps is not None
     assert k.ci_high_rps <= 40.0
+
+
+def test_the_quality_knee_reads_the_same_runs() -> None:
+    from dataclasses import replace
+
+    from bench.capacity.knee import quality_knee
+
+    def lv(rate: float, good: int, q_good: int, n: int = 200) -> LevelMetrics:
+        return replace(level(rate, good, n), quality_good=q_good,
+                       quality_goodput_fraction=q_good / n)
+
+    # goodput passes at 10 and 20 req/s, fails at 40; correct answers fall faster: the
+    # quality-goodput share passes at 10 only
+    runs = {10.0: lv(10, 200, 199), 20.0: lv(20, 199, 120), 40.0: lv(40, 50, 20)}
+    k = find_knee(lambda r, i: runs[r], start_rps=10, repeats=1, max_repeats=1,
+                  ci_width=10.0, max_rps=40)
+    assert k.ci_low_rps == 20.0 and k.ci_high_rps == 40.0
+    q = quality_knee(k)
+    assert q is not None and q.ci_low_rps == 10.0 and q.ci_high_rps == 20.0
+    assert [p.verdict for p in q.probes] == ["pass", "fail", "fail"]

@@ -42,7 +42,8 @@ def test_vllm_definitions_and_goodput() -> None:
     m = summarize(level(), slo_ms={"ttft": 150, "e2el": 400},
                   score=lambda q, a: 1.0 if a == "right" else 0.25)
     assert m.n_requests == 5 and m.completed == 3
-    assert m.statuses == {"ok": 3, "timeout": 1, "failed": 0, "rate_limited": 1}
+    assert m.statuses == {"ok": 3, "timeout": 1, "failed": 0, "rate_limited": 1,
+                          "invalid": 0}
     assert m.offered_rps == pytest.approx(5 / 2.0) and m.achieved_rps == pytest.approx(3 / 3.5)
     assert m.ttft.mean == pytest.approx((200 + 100 + 100) / 3)
     # TPOT: (e2el - ttft) / (tokens - 1) for >= 2 tokens: 300 / 3 and 100 / 2
@@ -109,3 +110,37 @@ def test_slo_keys_are_checked() -> None:
         check_slo({"ttfb": 1})
     with pytest.raises(ConfigError, match=r"capacity.slo_ms.e2el"):
         check_slo({"e2el": 0})
+
+
+def test_tail_ci_only_where_the_level_has_the_samples() -> None:
+    from bench.capacity.metrics import tail_ci
+
+    assert tail_ci(list(range(50)), 0.99) is None  # 50 < 1 / 0.01: no sample beyond p99
+    t = tail_ci([float(v) for v in range(1, 1001)], 0.99)
+    assert t is not None and t["n"] == 1000
+    # ranks 990 -/+ 1.96 sqrt(1000 x 0.99 x 0.01) = 990 -/+ 6.17 -> 983 and 997 + 1
+    assert t["ci_low"] == 983.0 and t["ci_high"] == 998.0
+    t9 = tail_ci([float(v) for v in range(1, 1001)], 0.999)
+    assert t9 is not None and t9["ci_high"] is None  # the rank falls past the largest sample
+
+
+def test_repeats_are_reported_apart_from_first_seen_queries() -> None:
+    from bench.capacity.driver import LevelRun, RequestRecord
+    from bench.capacity.metrics import summarize
+    from bench.capacity.schedule import Schedule
+
+    sched = Schedule("poisson", np.asarray([0.0, 0.1, 0.2, 0.3]), np.asarray([0, 1, 0, 1]),
+                     10.0, 1.0, "", np.asarray([False, False, True, True]))
+    # first asks take 100 ms, repeats 1 ms (a server cache)
+    recs = tuple(RequestRecord(i, int(sched.query[i]), float(sched.send_s[i]),
+                               float(sched.send_s[i]),
+                               float(sched.send_s[i]) + (0.001 if i >= 2 else 0.1), "ok", 1)
+                 for i in range(4))
+    m = summarize(LevelRun(sched, recs, 0.4), slo_ms={"e2el": 50},
+                  score=lambda q, a: 1.0)
+    assert m.repeats == 2 and m.e2el_fresh.n == 2 and m.e2el_repeat.n == 2
+    assert abs(m.e2el_fresh.mean - 100.0) < 1e-6 and abs(m.e2el_repeat.mean - 1.0) < 1e-6
+    # 2 of 4 good (the repeats) and correct: Wilson 95 % interval of 2 / 4
+    assert m.quality_good == 2 and m.quality_goodput_ci is not None
+    lo, hi = m.quality_goodput_ci
+    assert 0.0 < lo < 0.5 < hi < 1.0

@@ -98,3 +98,30 @@ def test_shares_partition_the_schedule() -> None:
     a, b = s.part(0, 2), s.part(1, 2)
     assert sorted(np.concatenate([a.send_s, b.send_s]).tolist()) == s.send_s.tolist()
     assert len(a) == 6 and len(b) == 5
+
+
+def test_query_stream_draws_unused_queries_first_and_flags_repeats() -> None:
+    from bench.capacity.schedule import QueryStream
+
+    s = QueryStream(5, seed=3)
+    s.mark(np.asarray([0, 1]))  # an earlier pass asked queries 0 and 1
+    q, seen = s.draw(3)
+    assert sorted(q.tolist()) == [2, 3, 4] and not seen.any()  # the 3 unused ones first
+    q2, seen2 = s.draw(7)
+    # every query once more before any a third time; all seen before; within the level
+    # the 6th and 7th requests are second asks
+    assert sorted(q2[:5].tolist()) == [0, 1, 2, 3, 4] and seen2.all()
+    assert len(set(q2[:5].tolist())) == 5 and s.counts.sum() == 2 + 3 + 7
+    again = QueryStream(5, seed=3)
+    again.mark(np.asarray([0, 1]))
+    assert again.draw(3)[0].tolist() == q.tolist()  # a resumed study draws the same
+
+
+def test_a_fresh_schedule_keeps_its_send_times() -> None:
+    from bench.capacity.schedule import QueryStream
+
+    sched = poisson_arrivals(rate_rps=10, n=4, n_queries=2, seed=0)
+    f = QueryStream(3).fresh(sched)
+    assert np.array_equal(f.send_s, sched.send_s) and sorted(f.query[:3].tolist()) == [0, 1, 2]
+    assert f.seen is not None and f.seen.tolist() == [False, False, False, True]
+    assert f.part(1, 2).seen.tolist() == [False, True]
