@@ -104,7 +104,7 @@ def classifier_test(ref: np.ndarray, cur: np.ndarray, *, folds: int = 5, seed: i
     scores = np.zeros(len(y))
     for train, test in StratifiedKFold(n_splits=folds, shuffle=True,
                                        random_state=seed).split(x, y):
-        clf = LogisticRegression(C=1.0, max_iter=1000)
+        clf = LogisticRegression(C=1.0, solver="liblinear", max_iter=1000)
         clf.fit(x[train], y[train])
         scores[test] = clf.decision_function(x[test])
     u = mannwhitneyu(scores[y == 1], scores[y == 0], alternative="greater")
