@@ -37,7 +37,7 @@ def test_false_alarms_near_alpha_and_power_on_a_shift() -> None:
     ref = rng.normal(size=(40, 8))
     assert mmd_test(ref, shifted, n_perm=200).p_value < 0.01
     c = classifier_test(ref, shifted)
-    assert c.p_value < 0.01 and c.statistic > 0.7  # AUC
+    assert c.p_value < 0.01 and c.statistic > 0.6  # AUC
 
 
 def test_too_small_windows_have_no_p_value(tmp_path: Path,
