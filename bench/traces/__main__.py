@@ -7,7 +7,9 @@
   --out NEW.jsonl``: the review queue and the merge of reviewed rows into a golden set;
 - ``drift REFERENCE CURRENT``: MMD and classifier two-sample tests on query embeddings;
 - ``writeback SCORES --out EVENTS.jsonl`` / ``evaluations EVENTS``: scores as
-  ``gen_ai.evaluation.result`` OTLP events, and reading them back.
+  ``gen_ai.evaluation.result`` OTLP events, and reading them back;
+- ``replay RECORDS --candidate NAME=URL...``: shadow replay through candidate configs served
+  by ``bench.serve``: agreement with production (overlap@k, RBO) and latency, with CIs.
 
 Bad input (a file in no supported format, a span without a query, a window too small for
 the drift test) is one line naming file:line and exit 2, before anything is written.
@@ -69,6 +71,11 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--out", type=Path, required=True)
     e = sub.add_parser("evaluations", help="read gen_ai.evaluation.result events back")
     e.add_argument("events", type=Path)
+    r = sub.add_parser("replay", help="shadow replay through candidate bench.serve configs")
+    r.add_argument("records", type=Path, help="records.jsonl (or a sample's records)")
+    r.add_argument("--candidate", action="append", required=True, metavar="NAME=URL",
+                   help="a bench.serve base URL serving a candidate config (repeatable)")
+    r.add_argument("--out", type=Path, default=None, help="replay.json")
     return p
 
 
@@ -121,6 +128,32 @@ def _sample(a: argparse.Namespace) -> int:
     return 0
 
 
+def _replay(a: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from bench.errors import ConfigError
+    from bench.traces.importer import read_records
+    from bench.traces.replay import replay, summarize, table
+
+    cands = []
+    for c in a.candidate:
+        name, sep, url = c.partition("=")
+        if not sep or not name or not url.startswith(("http://", "https://")):
+            raise ConfigError("--candidate", f"{c!r}: give NAME=http://host:port")
+        cands.append((name, url))
+    records = read_records(a.records)
+    rows = [row for name, url in cands for row in replay(records, name, url)]
+    summaries = summarize(rows)
+    print(table(summaries))
+    if a.out is not None:
+        from bench.results.write import atomic_write_bytes
+
+        atomic_write_bytes(a.out, json.dumps({"rows": [asdict(r) for r in rows],
+                                              "summary": [asdict(s) for s in summaries]},
+                                             indent=2, default=str).encode())
+    return 0
+
+
 def _body(argv: Sequence[str] | None) -> int:
     a = _parser().parse_args(argv)
     if a.command == "import":
@@ -131,6 +164,8 @@ def _body(argv: Sequence[str] | None) -> int:
         from bench.traces import review
 
         return review.cli(a)
+    if a.command == "replay":
+        return _replay(a)
     if a.command == "drift":
         from bench.traces import drift
 
