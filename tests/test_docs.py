@@ -33,6 +33,8 @@ CLIS = {
     "bench.data.splits": docs.DATA,
     "bench.capacity.servers": docs.CAPACITY,
     "bench.serve": docs.SERVE,
+    "bench.traces": docs.TRACES,
+    "bench.monitor": docs.TRACES,
 }
 
 
