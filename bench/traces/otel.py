@@ -21,12 +21,20 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.errors import MissingDependencyError
 from bench.traces import conventions as C
 
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter as _ExporterBase
+else:
+    try:  # the SDK is the `traces` extra: without it, GenAITracer says which extra
+        from opentelemetry.sdk.trace.export import SpanExporter as _ExporterBase
+    except ImportError:
+        _ExporterBase = object
 
 
 def _require() -> None:
@@ -62,7 +70,7 @@ def message_line(message: Any) -> str:
     return json.dumps(hex_ids(json_format.MessageToDict(message)), separators=(",", ":"))
 
 
-class OtlpJsonFileSpanExporter:
+class OtlpJsonFileSpanExporter(_ExporterBase):
     """A ``SpanExporter`` appending one OTLP JSON line per exported batch to ``path``."""
 
     def __init__(self, path: str | Path) -> None:
