@@ -152,7 +152,7 @@ def read_rules(path: str | Path) -> Rules:
             if isinstance(v, bool) or not isinstance(v, want):
                 raise error(f"{key}.{k}", f"must be a {'number' if want is not str else 'string'}"
                                           f", got {v!r}")
-            if want is not str and not (math.isfinite(v) and v >= 0):
+            if isinstance(v, int | float) and not (math.isfinite(v) and v >= 0):
                 raise error(f"{key}.{k}", f"must be a finite number >= 0, got {v!r}")
         for k in REQUIRED[name]:
             if k not in body:
