@@ -35,6 +35,8 @@ CLIS = {
     "bench.capacity.services.chat": docs.CAPACITY_HTTP,
     "bench.capacity.services.rag": docs.CAPACITY_HTTP,
     "bench.serve": docs.SERVE,
+    "bench.traces": docs.TRACES,
+    "bench.monitor": docs.TRACES,
 }
 
 

@@ -211,6 +211,11 @@ class ServeConfig:
     shutdown_timeout_s: float = 30.0
     #: torch intra-op threads of the served process (null: torch's default, one per core)
     torch_threads: int | None = None
+    #: OTLP JSON file the server appends OpenTelemetry GenAI spans of every retrieve / answer
+    #: request to (bench.traces.otel; null: no spans); ``traces_content``: put the query,
+    #: documents and answer on them (the GenAI conventions' opt-in content attributes)
+    traces: str | None = None
+    traces_content: bool = True
 
 
 @dataclass

@@ -67,6 +67,10 @@ class Query:
     #: fingerprint: it changes which run evaluates the query, never a value.
     split: str = ""
     tenant: str = ""
+    #: where the row came from, as (key, value) strings: a row reviewed from production
+    #: traffic names its trace id, reviewer and date (``bench.traces.review``). Not in the
+    #: fingerprint: it never changes a value.
+    provenance: tuple[tuple[str, str], ...] = ()
 
     @property
     def references(self) -> tuple[str, ...]:

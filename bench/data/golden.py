@@ -13,6 +13,7 @@ Golden query line::
      "required_claims": ["..."], "must_abstain": false, "allowed_roles": [],
      "as_of": null, "expected_answer": "...", "tenant": ""}
      # optional "split": development | calibration | release | monitoring (bench.data.splits)
+     # optional "provenance": {"trace_id": ..., "reviewer": ..., "date": ...} (bench.traces)
      # or several reference answers (alternatives; EM/F1 take the max over them):
      "expected_answers": ["10th and 11th centuries", "in the 10th and 11th centuries"]
 
@@ -54,7 +55,7 @@ CORPUS_OPTIONAL = ("title", "tags", "allowed_roles", "tenant")
 QUERY_REQUIRED = ("query_id", "query")
 QUERY_OPTIONAL = ("relevant_document_ids", "required_claims", "must_abstain", "allowed_roles",
                   "as_of", "category", "expected_answer", "expected_answers", "split",
-                  "tenant")
+                  "tenant", "provenance")
 
 
 class GoldenDataset:
@@ -140,6 +141,7 @@ def read_queries(path: str | Path, doc_ids: set[str], *,
             **_answers(obj, where),
             split=_split(obj, where),
             tenant=_tenant(obj, where, tenanted),
+            provenance=_provenance(obj.get("provenance"), where),
         ))
     require_rows(path, len(queries), "queries")
     return tuple(queries)
@@ -155,6 +157,16 @@ def _split(obj: dict[str, Any], where: Where) -> str:
     if split not in SPLITS:
         raise where.error(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
     return split
+
+
+def _provenance(value: object, where: Where) -> tuple[tuple[str, str], ...]:
+    """``provenance``: an object of string values (``{"trace_id", "reviewer", "date"}``)."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise where.error(f"field 'provenance' must be an object of strings, got "
+                          f"{type(value).__name__}")
+    return tuple((str(k), json_str(v, f"provenance.{k}", where)) for k, v in value.items())
 
 
 def _tenant(obj: dict[str, Any], where: Where, tenanted: bool) -> str:
@@ -228,6 +240,8 @@ def query_to_json(q: Query) -> dict[str, Any]:
         row["split"] = q.split
     if q.tenant:
         row["tenant"] = q.tenant
+    if q.provenance:
+        row["provenance"] = dict(q.provenance)
     return row
 
 

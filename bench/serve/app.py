@@ -37,7 +37,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 import numpy as np
@@ -54,6 +54,9 @@ from bench.generation.base import (
     StreamingGenerator,
 )
 from bench.serve.service import Answered, BadRequest, Retrieved, ServeSettings, Service
+
+if TYPE_CHECKING:
+    from bench.traces.otel import GenAITracer
 
 log = logging.getLogger("bench")
 
@@ -97,6 +100,9 @@ class RetrieveBody(BaseModel):
     roles: list[str] | None = None
     tenant: str | None = None
     include_text: bool = False
+    #: put on the request's OpenTelemetry spans when serve.traces is set (``user.id``,
+    #: ``bench.route``, ``bench.feedback.thumbs``, ``bench.feedback.regenerated`` ...)
+    trace_attributes: dict[str, str | int | float | bool] | None = None
 
 
 class AnswerBody(RetrieveBody):
@@ -188,9 +194,17 @@ def _generation_json(g: Generation) -> dict[str, Any]:
             "error": g.error}
 
 
+def _span_docs(r: Retrieved) -> tuple[Any, ...]:
+    from bench.traces.otel import SpanDoc
+
+    return tuple(SpanDoc(h.doc_id, h.score, h.text) for h in r.hits)
+
+
 def create_app(service: Service, settings: ServeSettings, state: ServerState, *,
-               on_shutdown: Callable[[], None] | None = None) -> FastAPI:
-    """The app over a (possibly still loading) service; ``state`` is shared with the loader."""
+               on_shutdown: Callable[[], None] | None = None,
+               tracer: GenAITracer | None = None) -> FastAPI:
+    """The app over a (possibly still loading) service; ``state`` is shared with the loader;
+    ``tracer``: emit each retrieve / answer request's GenAI spans (``serve.traces``)."""
     from contextlib import asynccontextmanager
 
     limiter = anyio.CapacityLimiter(settings.max_concurrency)
@@ -210,6 +224,7 @@ def create_app(service: Service, settings: ServeSettings, state: ServerState, *,
         rid = request.headers.get(REQUEST_ID) or uuid.uuid4().hex
         request.state.request_id = rid
         request.state.t0 = time.perf_counter()
+        request.state.t0_ns = time.time_ns()
         response: Response = await call_next(request)
         response.headers[REQUEST_ID] = rid
         return response
@@ -342,7 +357,16 @@ def create_app(service: Service, settings: ServeSettings, state: ServerState, *,
         def work() -> Retrieved:
             q = service.query(text=body.query, query_id=body.query_id, roles=body.roles,
                               tenant=body.tenant, request_id=rid)
-            return service.retrieve(q, k=body.k, include_text=body.include_text)
+            t_ret = time.time_ns()
+            r = service.retrieve(q, k=body.k, include_text=body.include_text)
+            if tracer is not None:
+                from bench.traces.otel import RequestSpans
+
+                tracer.record(RequestSpans(
+                    "/v1/retrieve", rid, request.state.t0_ns, time.time_ns(), q.text,
+                    _span_docs(r), t_ret, tuple(r.timings_ms.items()), top_k=body.k,
+                    tenant=q.tenant, attributes=body.trace_attributes))
+            return r
 
         r, extra = await run_json(request, "retrieve", work)
         return finish(request, {"request_id": rid, "config_id": service.spec.config_id,
@@ -362,12 +386,26 @@ def create_app(service: Service, settings: ServeSettings, state: ServerState, *,
         def work(emit: Callable[[str, Any], None]) -> Answered:
             q = service.query(text=body.query, query_id=body.query_id, roles=body.roles,
                               tenant=body.tenant, request_id=rid)
+            t_ret = time.time_ns()
             r = service.retrieve(q, k=body.k, include_text=body.include_text)
             emit("retrieval", {"request_id": rid, "query_id": r.query_id,
                                "hits": _hits_json(r), "timings_ms": r.timings_ms})
             ctx, ctx_ms = service.context(r, q)
             req = service.answer_request(ctx, sampling, rid)
+            t_gen = time.time_ns()
             gen = generate(service, req, lambda t: emit("token", {"text": t}))
+            if tracer is not None:
+                from bench.traces.otel import RequestSpans
+
+                end = time.time_ns()
+                tracer.record(RequestSpans(
+                    "/v1/answer", rid, request.state.t0_ns, end, q.text, _span_docs(r), t_ret,
+                    tuple(r.timings_ms.items()), top_k=body.k, tenant=q.tenant,
+                    attributes=body.trace_attributes, model=generator_model(service),
+                    answer=gen.text, generate_start_ns=t_gen,
+                    generate_end_ns=t_gen + int(gen.e2e_ms * 1e6),
+                    input_tokens=gen.prompt_tokens, output_tokens=gen.output_tokens,
+                    ttft_ms=gen.ttft_ms, error=None if gen.status == "ok" else gen.error))
             return Answered(r, ctx, gen, {**r.timings_ms, "context": ctx_ms,
                                           "generate": gen.e2e_ms})
 

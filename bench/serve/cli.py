@@ -79,8 +79,26 @@ def serve(cfg: DictConfig) -> int:
 
     from bench.serve.app import ServerState, create_app
 
+    tracer = None
+    if settings.traces is not None:
+        from bench.traces.importer import corpus_fingerprint
+        from bench.traces.otel import GenAITracer
+
+        tracer = GenAITracer(settings.traces, capture_content=settings.traces_content,
+                             resource={"service.name": "bench.serve",
+                                       "bench.config_id": service.spec.config_id,
+                                       "gen_ai.data_source.id": service.dataset.name,
+                                       "bench.corpus.fingerprint": corpus_fingerprint(
+                                           service.dataset.documents)})
+        log.info("serve: OpenTelemetry GenAI spans to %s", settings.traces)
+
+    def close() -> None:
+        service.close()
+        if tracer is not None:
+            tracer.shutdown()
+
     state = ServerState()
-    app = create_app(service, settings, state, on_shutdown=service.close)
+    app = create_app(service, settings, state, on_shutdown=close, tracer=tracer)
     server = uvicorn.Server(uvicorn.Config(
         app, log_config=None, access_log=False, lifespan="on",
         timeout_graceful_shutdown=round(settings.shutdown_timeout_s)))
@@ -138,7 +156,8 @@ Serves one config of the run over HTTP (FastAPI + uvicorn): POST /v1/retrieve, /
 (SSE), OpenAI-compatible /v1/embeddings and /v1/chat/completions, /v1/rerank (Cohere) and
 /rerank (TEI); GET /health, /ready, /v1/config. The overrides are python -m bench's; serve.*
 sets the server: serve.host, serve.port, serve.max_concurrency, serve.max_queue,
-serve.shutdown_timeout_s, serve.torch_threads. List a run's config ids with
+serve.shutdown_timeout_s, serve.torch_threads, serve.traces (an OTLP JSON file of GenAI
+spans; off by default). List a run's config ids with
 python -m bench ... plan_only=true.
 """
 

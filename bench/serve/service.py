@@ -98,6 +98,9 @@ class ServeSettings:
     shutdown_timeout_s: float
     #: torch intra-op threads of the process (None: torch's default)
     torch_threads: int | None = None
+    #: OTLP JSON span file (None: no spans) and whether spans carry query / answer text
+    traces: str | None = None
+    traces_content: bool = True
 
 
 def serve_settings(cfg: DictConfig) -> ServeSettings:
@@ -114,9 +117,14 @@ def serve_settings(cfg: DictConfig) -> ServeSettings:
     threads = s.get("torch_threads")
     if threads is not None and int(threads) < 1:
         raise ConfigError("serve.torch_threads", f"must be >= 1 (or null), got {threads}")
+    traces = s.get("traces")
+    if traces is not None and not str(traces).strip():
+        raise ConfigError("serve.traces", "must be a file path (or null for no spans)")
     return ServeSettings(None if s.config is None else str(s.config), str(s.host), int(s.port),
                          int(s.max_concurrency), int(s.max_queue), float(s.shutdown_timeout_s),
-                         None if threads is None else int(threads))
+                         None if threads is None else int(threads),
+                         None if traces is None else str(traces),
+                         bool(s.get("traces_content", True)))
 
 
 def choose_config(configs: Sequence[ConfigSpec], wanted: str | None) -> ConfigSpec:
