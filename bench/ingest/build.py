@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from bench.docs import INGESTION
 from bench.errors import BenchError
 from bench.ingest.render import LAYOUTS, RENDERERS, Rendered, pdf_safe
 from bench.ingest.sources import (
@@ -249,7 +250,9 @@ def _python_doc(cache_dir: Path | None, n: int, seed: int) -> tuple[list[DocSpec
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    ap = _OneLineParser(prog="python -m bench.ingest.build", description=__doc__.splitlines()[0])
+    ap = _OneLineParser(prog="python -m bench.ingest.build",
+                        description=(__doc__ or "").splitlines()[0],
+                        epilog=INGESTION.help_line())
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--n-squad", type=int, default=BuildOptions.n_squad)
     ap.add_argument("--n-foldoc", type=int, default=BuildOptions.n_foldoc)
