@@ -184,7 +184,7 @@ def render_pdf(spec: DocSpec, layout: str) -> Rendered:
                        {"kind": "footer", "text": _footer(spec.doc_id), "page": p},
                        {"kind": "page_number", "text": f"Page {p} of {pages}", "page": p}]
     tables = ([{"cells": cells, "html": table_html(cells),
-                "page": next(p for b, p in placed if b.kind == "table")}] if cells else [])
+                "page": next((p for b, p in placed if b.kind == "table"), 1)}] if cells else [])
     return Rendered(data, "pdf", "pdf", out_blocks, boiler, tables, pages)
 
 
@@ -287,7 +287,15 @@ def _pdf_pass(spec: DocSpec, title: str, layout: str, blocks: list[Block], notes
             templates = [PageTemplate(id="page", frames=frames, onPage=on_page)]
     doc.addPageTemplates(templates)
     doc.build(story)
-    return buf.getvalue(), placed, doc.page
+    # a flowable split without keeping its tag (a table broken across pages) is placed on the
+    # page of the block before it: every block is in the truth exactly once, in story order
+    page_of = {id(b): p for b, p in placed}
+    ordered: list[tuple[Block, int]] = []
+    last = 1
+    for b in blocks:
+        last = page_of.get(id(b), last)
+        ordered.append((b, last))
+    return buf.getvalue(), ordered, doc.page
 
 
 @lru_cache(maxsize=1)

@@ -4,28 +4,24 @@ numbers, counted over occurrences.
 Positives are the truth's boilerplate spans (one per page it appears on); the extraction removed
 ``max(0, m - k)`` of the ``m`` spans with a given text when it still has ``k`` occurrences of
 that text (whitespace-normalised, case-sensitive substring count). Negatives are the truth's body
-blocks: a body block counts as wrongly removed when fewer than ``keep_share`` of its word tokens
-are left in the extraction (multiset token recall). Precision = removed boilerplate / (removed
-boilerplate + removed body blocks); recall = removed boilerplate / boilerplate spans.
-The arithmetic is ours: no library scores boilerplate removal this way.
+blocks: a body block counts as wrongly removed when the reading-order locator
+(``order.locate_blocks``: rapidfuzz alignment of its opening, score >= 80) cannot find it.
+Precision = removed boilerplate / (removed boilerplate + removed body blocks); recall =
+removed boilerplate / boilerplate spans. The arithmetic is ours: no library scores boilerplate
+removal this way.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 from bench.ingest.metrics._deps import normalise_ws
-
-#: share of a body block's tokens that must remain for it to count as kept
-KEEP_SHARE = 0.5
-_TOKEN = re.compile(r"\w+")
+from bench.ingest.metrics.order import locate_blocks
 
 
-def boilerplate_pr(extracted: str, truth: Mapping[str, Any], *,
-                   keep_share: float = KEEP_SHARE) -> dict[str, float]:
+def boilerplate_pr(extracted: str, truth: Mapping[str, Any]) -> dict[str, float]:
     """``boilerplate_precision``, ``boilerplate_recall``, ``boilerplate_true``,
     ``boilerplate_removed`` and ``body_removed`` of one document; ``{}`` when the truth has no
     boilerplate span (nothing to remove). Precision is 1.0 when nothing at all was removed
@@ -38,13 +34,8 @@ def boilerplate_pr(extracted: str, truth: Mapping[str, Any], *,
     removed = 0
     for span, m in Counter(spans).items():
         removed += max(0, m - text.count(span))
-    have = Counter(t.casefold() for t in _TOKEN.findall(text))
-    body_removed = 0
-    for block in truth.get("blocks", []):
-        toks = Counter(t.casefold() for t in _TOKEN.findall(str(block["text"])))
-        n = sum(toks.values())
-        if n and sum(min(c, have[t]) for t, c in toks.items()) / n < keep_share:
-            body_removed += 1
+    blocks = [str(b["text"]) for b in truth.get("blocks", [])]
+    body_removed = sum(1 for s in locate_blocks(extracted, blocks) if s is None)
     denom = removed + body_removed
     return {"boilerplate_precision": removed / denom if denom else 1.0,
             "boilerplate_recall": removed / len(spans),
