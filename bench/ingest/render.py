@@ -1,7 +1,8 @@
 """Lay a ``DocSpec`` out as a raw file and say where each block landed (the truth).
 
 Layouts (``LAYOUTS``): PDF with reportlab's platypus in ``one_column``, ``two_column``,
-``headers_footers`` (running header, footer and "Page i of n" on every page), ``table`` (a
+``headers_footers`` (an A5 booklet in 12 pt with a running header, footer and "Page i of
+n" on every page), ``table`` (a
 table of known cells after the text) and ``footnotes`` (sentences moved to footnotes at the
 foot of the first page); ``scan`` pages (the one-column PDF rasterised by pypdfium2, skewed,
 speckled and blurred with Pillow) as a PNG (one page) or an image-only PDF; ``html_boilerplate``
@@ -199,7 +200,8 @@ def _footer(doc_id: str) -> str:
 def _pdf_pass(spec: DocSpec, title: str, layout: str, blocks: list[Block], notes: list[Block],
               cells: list[list[str]], pages: int) -> tuple[bytes, list[tuple[Block, int]], int]:
     from reportlab.lib import colors
-    from reportlab.lib.pagesizes import A4
+    from reportlab.lib.pagesizes import A4, A5
+    from reportlab.lib.styles import ParagraphStyle
     from reportlab.lib.units import cm
     from reportlab.platypus import (
         BaseDocTemplate,
@@ -211,9 +213,12 @@ def _pdf_pass(spec: DocSpec, title: str, layout: str, blocks: list[Block], notes
     )
 
     st = _styles()
+    if layout == "headers_footers":  # an A5 booklet in a large type: the running header,
+        # footer and page number repeat over several pages even for a short text
+        st["paragraph"] = ParagraphStyle("pb", parent=st["paragraph"], fontSize=12, leading=17)
     reg = _font()[0]
-    width, height = A4
-    margin = 2 * cm
+    width, height = A5 if layout == "headers_footers" else A4
+    margin = (2.5 if layout == "headers_footers" else 2) * cm
     note_h = 0.0
     if notes:
         note_h = sum(0.5 * cm * (1 + len(n.text) // 110) for n in notes) + 0.6 * cm
