@@ -20,10 +20,11 @@ LONG = ("A compiler translates a program written in one language into another la
 
 
 def _foldoc(tmp: Path) -> Path:
-    """A FOLDOC-shaped folder: six entries, one query each, one abstention query."""
+    """A FOLDOC-shaped folder: six entries (over the 300 characters the builder asks of an
+    entry), one query each, and an abstention query."""
     folder = tmp / "foldoc"
     folder.mkdir()
-    docs = [Document(f"e{k}", f"{LONG}Entry number {k} ends here.\n\nSecond paragraph {k}.",
+    docs = [Document(f"e{k}", f"{LONG}{LONG}Entry number {k} ends here.\n\nSecond paragraph {k}.",
                      title=f"term{k}") for k in range(6)]
     qs = [Query(f"q{k}", f"what is term{k}?", category="exact_lookup",
                 qrels=((f"e{k}", 1),), expected_answer=f"Entry number {k}") for k in range(6)]
