@@ -185,7 +185,7 @@ def build(out: Path, opts: BuildOptions, *, squad: Path, foldoc: Path,
         name = f"files/{spec.doc_id}.{spec.raw_type}"
         shutil.copyfile(spec.raw_file, tmp / name)
         blocks = [{"kind": b.kind, "text": b.text, "page": 1} for b in spec.blocks]
-        text = "\n\n".join(b["text"] for b in blocks)
+        text = "\n\n".join(b.text for b in spec.blocks)
         truth = {"doc_id": spec.doc_id, "title": spec.title, "date": None,
                  "language": spec.language, "text": text, "blocks": blocks,
                  "boilerplate": [], "tables": [], "pii": [], "pages": 1}

@@ -169,7 +169,8 @@ def render_pdf(spec: DocSpec, layout: str) -> Rendered:
         if n == pages:
             break
         pages = n
-    truth_blocks = [{"kind": b.kind, "text": b.text, "page": p} for b, p in placed]
+    truth_blocks: list[dict[str, Any]] = [{"kind": b.kind, "text": b.text, "page": p}
+                                          for b, p in placed]
     # footnotes are read after the body text of their page (the foot of page 1)
     out_blocks: list[dict[str, Any]] = []
     for i, tb in enumerate(truth_blocks):
@@ -449,8 +450,12 @@ def _fixed_zip(data: bytes) -> bytes:
     return out.getvalue()
 
 
+def _pdf_renderer(layout: str) -> Callable[[DocSpec, int], Rendered]:
+    return lambda spec, _seed: render_pdf(spec, layout)
+
+
 RENDERERS: dict[str, Callable[[DocSpec, int], Rendered]] = {
-    **{lay: (lambda s, _seed, lay=lay: render_pdf(s, lay)) for lay in PDF_LAYOUTS},
+    **{lay: _pdf_renderer(lay) for lay in PDF_LAYOUTS},
     "scan_png": lambda s, seed: render_scan(s, as_pdf=False, seed=seed),
     "scan_pdf": lambda s, seed: render_scan(s, as_pdf=True, seed=seed),
     "html_boilerplate": lambda s, _seed: render_html(s),

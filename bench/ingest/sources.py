@@ -130,7 +130,7 @@ def foldoc_docs(folder: Path, n_docs: int, *, per_doc: int = 3, seed: int = 0,
         by_entry.setdefault(did, []).append(QuerySpec(q.query_id, q.text, did, answers,
                                                       category=q.category,
                                                       grade=q.qrels[0][1]))
-    docs = []
+    docs: list[DocSpec] = []
     for k in range(0, len(chosen) - per_doc + 1, per_doc):
         group = chosen[k:k + per_doc]
         blocks: list[Block] = []
