@@ -16,6 +16,9 @@ data: setup
 	$(PY) -m bench.data.foldoc build --version 3 --out $(DATA_DIR)/foldoc --cache-dir $(DATA_DIR)/debs
 	$(PY) -m bench.data.foldoc build --version 2 --out $(DATA_DIR)/foldoc_v2 --cache-dir $(DATA_DIR)/debs
 	$(PY) -m bench.data.foldoc build --version 1 --out $(DATA_DIR)/foldoc_v1 --cache-dir $(DATA_DIR)/debs
+	# the ingestion benchmark (docs/ingestion-benchmark.md): SQuAD sample + FOLDOC rendered to
+	# PDF / scans / HTML / DOCX, and real python3.11-doc pages (its .deb also in debs/)
+	$(PY) -m bench.ingest.build --out $(DATA_DIR)/ingest --foldoc $(DATA_DIR)/foldoc --cache-dir $(DATA_DIR)/debs
 
 bench: data
 	HF_HUB_OFFLINE=1 $(PY) -m bench +experiment=$(EXPERIMENT)

@@ -37,6 +37,7 @@ CLIS = {
     "bench.serve": docs.SERVE,
     "bench.traces": docs.TRACES,
     "bench.monitor": docs.TRACES,
+    "bench.ingest.build": docs.INGESTION,
 }
 
 
