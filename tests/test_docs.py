@@ -33,6 +33,7 @@ CLIS = {
     "bench.data.splits": docs.DATA,
     "bench.capacity.servers": docs.CAPACITY,
     "bench.serve": docs.SERVE,
+    "bench.parsing.sweep": docs.INGESTION,
 }
 
 

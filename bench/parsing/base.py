@@ -189,3 +189,14 @@ def paragraphs(text: str, *, page: int, start: int = 0, kind: str = "paragraph"
         if part.strip():
             out.append(Block(part.strip(), page, start + len(out), kind))
     return out
+
+
+def require(module: str, package: str, option: str) -> None:
+    """One line naming the extra when a parser's library is not installed — when the option
+    is built, before any work (the parse itself imports it in the worker)."""
+    import importlib.util
+
+    from bench.errors import MissingDependencyError
+
+    if importlib.util.find_spec(module) is None:
+        raise MissingDependencyError(package, "ingest", f"parser={option}")

@@ -6,12 +6,23 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from bench.parsing.base import Block, ParsedDocument, ParsedTable, ParserBase, RawFile, from_blocks
+from bench.parsing.base import (
+    Block,
+    ParsedDocument,
+    ParsedTable,
+    ParserBase,
+    RawFile,
+    from_blocks,
+    require,
+)
 
 
 class DocxParser(ParserBase):
     name: ClassVar[str] = "docx"
     types: ClassVar[tuple[str, ...]] = ("docx",)
+
+    def __init__(self) -> None:
+        require("docx", "python-docx", "docx")
 
     def parse_one(self, f: RawFile) -> ParsedDocument:
         import docx

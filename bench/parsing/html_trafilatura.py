@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from bench.parsing.base import Block, ParsedDocument, ParserBase, RawFile, from_blocks
+from bench.parsing.base import Block, ParsedDocument, ParserBase, RawFile, from_blocks, require
 from bench.parsing.encoding import decode_text
 
 
@@ -22,6 +22,8 @@ class TrafilaturaParser(ParserBase):
 
         if favor not in ("precision", "recall", "balanced"):
             raise OptionError("favor", f"must be precision, recall or balanced, got {favor!r}")
+        require("trafilatura", "trafilatura", "trafilatura")
+        require("lxml_html_clean", "lxml_html_clean", "trafilatura")
         self.favor = favor
         self.tables = tables
 

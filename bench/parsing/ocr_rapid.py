@@ -8,7 +8,15 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from bench.config.build import OptionError
-from bench.parsing.base import IMAGE_TYPES, Block, ParsedDocument, ParserBase, RawFile, from_blocks
+from bench.parsing.base import (
+    IMAGE_TYPES,
+    Block,
+    ParsedDocument,
+    ParserBase,
+    RawFile,
+    from_blocks,
+    require,
+)
 from bench.parsing.raster import page_images
 
 
@@ -24,13 +32,8 @@ class RapidOcrParser(ParserBase):
             raise OptionError("dpi", f"must be in 50..600, got {dpi}")
         if para_gap <= 0:
             raise OptionError("para_gap", f"must be > 0, got {para_gap}")
-        from bench.errors import MissingDependencyError
-
-        try:
-            import rapidocr_onnxruntime  # noqa: F401
-        except ImportError:
-            raise MissingDependencyError("rapidocr-onnxruntime", "ingest",
-                                         "parser=rapidocr") from None
+        require("rapidocr_onnxruntime", "rapidocr-onnxruntime", "rapidocr")
+        require("pypdfium2", "pdfplumber", "rapidocr")  # renders PDF pages
         self.dpi, self.para_gap = dpi, para_gap
         self._engine: Any = None
 

@@ -14,7 +14,15 @@ from typing import Any, ClassVar
 
 from bench.config.build import OptionError
 from bench.errors import BenchError
-from bench.parsing.base import IMAGE_TYPES, Block, ParsedDocument, ParserBase, RawFile, from_blocks
+from bench.parsing.base import (
+    IMAGE_TYPES,
+    Block,
+    ParsedDocument,
+    ParserBase,
+    RawFile,
+    from_blocks,
+    require,
+)
 from bench.parsing.raster import page_images
 
 
@@ -41,6 +49,7 @@ class TesseractParser(ParserBase):
                                      f"got {psm}")
         if not 50 <= dpi <= 600:
             raise OptionError("dpi", f"must be in 50..600, got {dpi}")
+        require("pypdfium2", "pdfplumber", "tesseract")  # renders PDF pages
         have = tesseract_languages()
         missing = [x for x in lang.split("+") if x not in have]
         if missing:

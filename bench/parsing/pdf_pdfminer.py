@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from bench.config.build import OptionError
-from bench.parsing.base import Block, ParsedDocument, ParserBase, RawFile, from_blocks
+from bench.parsing.base import Block, ParsedDocument, ParserBase, RawFile, from_blocks, require
 from bench.parsing.pdf_common import check_pdf, empty_pdf_reason, open_pdf_checked
 
 
@@ -20,6 +20,8 @@ class PdfminerParser(ParserBase):
     def __init__(self, *, boxes_flow: float | None = 0.5) -> None:
         if boxes_flow is not None and not -1.0 <= boxes_flow <= 1.0:
             raise OptionError("boxes_flow", f"must be in [-1, 1] or null, got {boxes_flow}")
+        require("pdfminer", "pdfminer.six", "pdfminer")
+        require("pypdf", "pypdf", "pdfminer")  # the encrypted / corrupt check
         self.boxes_flow = boxes_flow
 
     def cache_params(self) -> dict[str, Any]:

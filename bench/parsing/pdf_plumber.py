@@ -13,6 +13,7 @@ from bench.parsing.base import (
     RawFile,
     from_blocks,
     paragraphs,
+    require,
 )
 from bench.parsing.pdf_common import check_pdf, empty_pdf_reason, open_pdf_checked
 
@@ -24,6 +25,8 @@ class PdfplumberParser(ParserBase):
     types: ClassVar[tuple[str, ...]] = ("pdf",)
 
     def __init__(self, *, tables: bool = True) -> None:
+        require("pdfplumber", "pdfplumber", "pdfplumber")
+        require("pypdf", "pypdf", "pdfplumber")  # the encrypted / corrupt check
         self.tables = tables
 
     def cache_params(self) -> dict[str, Any]:

@@ -6,7 +6,15 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from bench.config.build import OptionError
-from bench.parsing.base import Block, ParsedDocument, ParserBase, RawFile, from_blocks, paragraphs
+from bench.parsing.base import (
+    Block,
+    ParsedDocument,
+    ParserBase,
+    RawFile,
+    from_blocks,
+    paragraphs,
+    require,
+)
 from bench.parsing.pdf_common import empty_pdf_reason, open_pdf_checked
 
 
@@ -21,6 +29,7 @@ class PypdfParser(ParserBase):
         if extraction_mode not in ("plain", "layout"):
             raise OptionError("extraction_mode", f"must be plain or layout, got "
                                                  f"{extraction_mode!r}")
+        require("pypdf", "pypdf", "pypdf")
         self.extraction_mode = extraction_mode
 
     def cache_params(self) -> dict[str, Any]:

@@ -11,6 +11,7 @@ run's telemetry thread must not be copied into a child mid-lock).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import resource
 import time
@@ -88,10 +89,8 @@ class ParsePool:
         if kill:
             slot.proc.kill()
         else:
-            try:
+            with contextlib.suppress(OSError):
                 slot.conn.send(None)
-            except OSError:
-                pass
         slot.proc.join(5)
         if slot.proc.is_alive():
             slot.proc.kill()

@@ -145,3 +145,33 @@ def make_folder(root: Path) -> Path:
             fh.write(json.dumps({"query_id": qid, "query": text, "category": "exact_lookup",
                                  "relevant_document_ids": [doc]}) + "\n")
     return root
+
+
+class HangParser:
+    """Test-only: never returns (a parser stuck in a loop)."""
+
+    name = "hang"
+    version = "1"
+    types = ("md", "txt")
+    needs_truth = False
+
+    def cache_params(self) -> dict[str, Any]:
+        return {}
+
+    def parse(self, files: Any) -> Any:
+        import time
+
+        while True:
+            time.sleep(1)
+
+
+class CrashParser(HangParser):
+    """Test-only: kills its own process (a segfault in a C extension)."""
+
+    name = "crash"
+
+    def parse(self, files: Any) -> Any:
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
