@@ -109,6 +109,7 @@ class RawDocsDataset:
         self.fallback = fallback
         self.timeout_s = timeout_s
         self.workers = workers
+        self.max_file_mb = max_file_mb
         self.max_bytes = int(max_file_mb * 2**20)
         self.max_docs = max_docs
 
@@ -135,7 +136,7 @@ class RawDocsDataset:
                 raise where.error(f"file {obj['file']!r} is empty (0 bytes)")
             if size > self.max_bytes:
                 raise where.error(f"file {obj['file']!r} is {size / 2**20:.0f} MiB, over "
-                                  f"dataset.max_file_mb={self.max_bytes / 2**20:g}")
+                                  f"dataset.max_file_mb={self.max_file_mb:g}")
             truth = None
             if obj.get("truth") is not None:
                 truth = self._inside(json_str(obj["truth"], "truth", where), "truth", where)
@@ -183,7 +184,7 @@ class RawDocsDataset:
             queries = read_queries(queries_path, ids)
             dropped = 0
         else:
-            everyone = {f.doc_id for f in self._all_rows()}
+            everyone = set(self._all_rows())
             queries = read_queries(queries_path, everyone)
             kept = tuple(q for q in queries if q.must_abstain or any(d in ids for d, _ in q.qrels))
             dropped = len(queries) - len(kept)

@@ -103,11 +103,23 @@ class ParsePool:
         slots = [self._start() for _ in range(min(self.workers, len(files)))]
         try:
             while todo or any(s.task is not None for s in slots):
-                for s in slots:
+                for k, s in enumerate(slots):
                     if s.task is None and todo:
-                        s.task = todo.pop()
+                        i, f = todo.pop()
+                        try:
+                            s.conn.send(f)
+                        except OSError:  # the worker is already gone (it could not start)
+                            s.proc.join(5)
+                            done(i, self._lost(f, f"the parser process died (exit code "
+                                                  f"{s.proc.exitcode})", ParseStatus.FAILED),
+                                 False)
+                            self._stop(s, kill=True)
+                            slots[k] = self._start()
+                            continue
+                        s.task = (i, f)
                         s.deadline = time.monotonic() + self.timeout_s
-                        s.conn.send(s.task[1])
+                if not any(s.task is not None for s in slots):
+                    continue
                 busy = [s for s in slots if s.task is not None]
                 wait_s = max(0.0, min(s.deadline for s in busy) - time.monotonic())
                 ready = wait([s.conn for s in busy], timeout=wait_s)

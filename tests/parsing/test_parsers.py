@@ -241,3 +241,14 @@ def test_bad_parser_option_names_its_key(folder: Path) -> None:
     with pytest.raises(ConfigError, match=r"config key parser\.extraction_mode: must be plain"):
         RawDocsDataset(path=str(folder), cache_dir=str(folder), parser={
             "_target_": "bench.parsing.pdf_pypdf.PypdfParser", "extraction_mode": "fancy"})
+
+
+def test_max_docs_keeps_the_first_rows_and_drops_queries_left_without_gold(
+        folder: Path, tmp_path: Path) -> None:
+    d = _copy(folder, tmp_path)
+    src = _load(d, "bench.parsing.oracle.OracleParser", max_docs=2)
+    files = src.read_manifest()
+    assert [f.doc_id for f in files] == ["pdf-1", "scan-1"]
+    ds = src.load()
+    assert [q.query_id for q in ds.queries] == ["q-pdf", "q-scan"]
+    assert ds.n_dropped_queries == 6 - 2
