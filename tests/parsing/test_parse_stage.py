@@ -40,6 +40,8 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_folder(tmp_path_factory.mktemp("raw"))
 
 
+@pytest.mark.slow  # a whole run: six files through five parsers' worker processes, embedding,
+# retrieval and the latency pass (~40 s CPU on the 2 shared cores)
 def test_pypdf_run_reports_each_file_and_the_lost_scan(folder: Path, tmp_path: Path) -> None:
     res = _run(tmp_path / "cache", tmp_path / "run", "dataset=raw_docs",
                f"dataset.path={folder}", "parser=pypdf")
