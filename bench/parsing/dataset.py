@@ -88,6 +88,16 @@ class RawDocsDataset:
     work; ``max_docs``: the first N manifest rows (queries whose gold documents are all
     left out are dropped and counted)."""
 
+    path: Path
+    parser: Parser
+    cache_dir: str
+    fallback: bool
+    timeout_s: float
+    workers: int
+    max_file_mb: float
+    max_bytes: int
+    max_docs: int | None
+
     def __init__(self, *, path: str, parser: dict[str, Any], cache_dir: str,
                  fallback: bool = True, timeout_s: float = 120.0, workers: int = 1,
                  max_file_mb: float = 512.0, max_docs: int | None = None) -> None:
