@@ -49,5 +49,14 @@ else
   echo "setup: $VENV is up to date (extras: $EXTRAS)"
 fi
 
+# parser=tesseract needs Debian's tesseract OCR (not on PyPI); as root, install it here.
+# Without it parser=tesseract is one line naming the package and its tests skip.
+if ! command -v tesseract >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
+    && [[ "$(id -u)" == 0 ]]; then
+  apt-get install -y -q tesseract-ocr tesseract-ocr-eng >/dev/null 2>&1 \
+    || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q tesseract-ocr tesseract-ocr-eng >/dev/null 2>&1) \
+    || echo "setup: could not install tesseract-ocr (apt-get install tesseract-ocr tesseract-ocr-eng)" >&2
+fi
+
 # Compile the numba kernels once so no user's first evaluation pays the JIT.
 "$VENV/bin/python" -c "import bench_kernels; bench_kernels.warmup()"

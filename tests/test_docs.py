@@ -37,7 +37,8 @@ CLIS = {
     "bench.serve": docs.SERVE,
     "bench.traces": docs.TRACES,
     "bench.monitor": docs.TRACES,
-    "bench.ingest.build": docs.INGESTION,
+    "bench.ingest.build": docs.INGESTION_BENCHMARK,
+    "bench.parsing.sweep": docs.INGESTION,
 }
 
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from bench.docs import INGESTION
+from bench.docs import INGESTION_BENCHMARK as INGESTION
 from bench.errors import BenchError
 from bench.ingest.render import LAYOUTS, RENDERERS, Rendered, pdf_safe
 from bench.ingest.sources import (

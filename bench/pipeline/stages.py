@@ -31,6 +31,9 @@ COST_METRICS = ("cost_per_query", "cost_p50_per_query", "cost_p99_per_query",
 
 STAGES: tuple[Stage, ...] = (
     Stage("dataset", ("dataset",), "bench.pipeline.plan:expand_dataset", required=True),
+    # raw files -> the corpus: the parse runs in dataset=raw_docs's load (bench.parsing)
+    Stage("parsing", ("parser",), builder="bench.parsing.stage:build_parser",
+          writer="bench.parsing.report:write"),
     Stage("chunking", ("chunker",), "bench.chunking.stage:expand", required=True),
     Stage("embedding", ("embedder",), "bench.embedding.stage:expand", takes_device=True,
           required=True, outputs="bench.embedding.outputs:OUTPUTS"),

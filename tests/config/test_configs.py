@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ REQUIRED = {
     ("reranker", "http"): ["reranker.base_url=http://127.0.0.1:9/v1"],
     ("index", "milvus_hnsw"): ["index.uri=http://127.0.0.1:9", "index.timeout_s=2"],
     ("index", "qdrant_hnsw"): ["index.url=http://127.0.0.1:9", "index.timeout_s=2"],
+    ("dataset", "raw_docs"): ["dataset.path=/nonexistent"],
 }
 # Options that need hardware or packages this machine may lack; building them must then fail
 # with a one-line BenchError, never a traceback.
@@ -37,9 +39,16 @@ LOCAL_FILES = {("reranker", "flashrank"): "reranker.cache_dir",
                ("iterative", "supplied"): "iterative.path",
                # a server that must answer when the option is built (nothing listens on :9)
                ("index", "milvus_hnsw"): "index.uri",
-               ("index", "qdrant_hnsw"): "index.url"}
+               ("index", "qdrant_hnsw"): "index.url",
+               # raw files need a parser (parser=none is the default)
+               ("dataset", "raw_docs"): "parser"}
 # Options whose package lives in an optional extra; without it building fails in one line.
-EXTRAS = {("generator", "vllm"): "vllm"}
+EXTRAS = {("generator", "vllm"): "vllm", ("parser", "pypdf"): "pypdf",
+          ("parser", "pdfminer"): "pdfminer", ("parser", "pdfplumber"): "pdfplumber",
+          ("parser", "trafilatura"): "trafilatura", ("parser", "docx"): "docx",
+          ("parser", "rapidocr"): "rapidocr_onnxruntime"}
+# Options that run a Debian program; without it building fails in one line.
+PROGRAMS = {("parser", "tesseract"): "tesseract"}
 
 
 class _NoGenerator:
@@ -89,6 +98,8 @@ def test_every_option_instantiates(group: str, option: str, compose_cfg) -> None
     cfg = compose_cfg([f"{group}={option}", *REQUIRED.get((group, option), [])])
     package = EXTRAS.get((group, option))
     missing = package is not None and importlib.util.find_spec(package) is None
+    program = PROGRAMS.get((group, option))
+    missing = missing or (program is not None and shutil.which(program) is None)
     if missing or ((group, option) in HARDWARE and not _has_gpu()):
         with pytest.raises(BenchError):  # one-line error (missing extra or no GPU)
             build(cfg[group], group, **RUNTIME.get(group, {}))
