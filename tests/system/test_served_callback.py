@@ -95,14 +95,16 @@ def test_a_real_multirun_of_the_experiment_has_the_table_in_its_merged_report(
     import os
     import sys
 
-    tiny = ["dataset=synthetic", "dataset.n_docs=30", "dataset.n_queries=8",
+    tiny = ["dataset=synthetic", "~dataset.max_docs", "dataset.n_docs=30", "dataset.n_queries=8",
             "embedder=static_l3", "subset.max_queries=null"]
     cmd = [sys.executable, "-m", "bench", "+experiment=served",
-           "hydra.sweeper.params={}",  # one job: the experiment's base config, no servers
+           "hydra.sweeper.params=null",  # one job: the experiment's base config, no servers
            *tiny, "metrics.bootstrap_resamples=200", f"cache_dir={tmp_path / 'cache'}",
            f"hydra.sweep.dir={tmp_path / 'sweep'}",
-           "hydra.callbacks.filtered_ann.overrides=[+experiment=served_base,"
-           + ",".join(tiny) + ",--no-milvus]",
+           # each element quoted: Hydra's grammar takes no '+' or '--' in a bare list value
+           "hydra.callbacks.filtered_ann.overrides=["
+           + ",".join(f"'{a}'" for a in ["+experiment=served_base", *tiny, "--no-milvus"])
+           + "]",
            "hydra.callbacks.filtered_ann.queries=4"]
     env = {**os.environ, "PYTHONPATH": f"{served.REPO}{os.pathsep}{served.REPO / 'kernels'}",
            "HF_HUB_OFFLINE": "1"}

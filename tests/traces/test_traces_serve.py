@@ -59,8 +59,10 @@ def test_served_requests_become_records(tmp_path: Path) -> None:
             answers.append(r.json())
         recs, rep = _imported(spans, p.dataset.documents, len(queries))
         # shadow replay of production's queries through the same config: full agreement
-        rows = replay(recs, "same", srv.base_url)
-        assert [r.status for r in rows] == ["ok"] * len(queries)
+        # (the record whose e-mail address was scrubbed asks another question than the one
+        # production answered, so it is left out of the agreement check)
+        rows = replay([r for r in recs if not r.pii_scrubbed], "same", srv.base_url)
+        assert [r.status for r in rows] == ["ok"] * (len(queries) - 1)
         assert all(r.overlap == 1.0 and r.rbo == pytest.approx(1.0) for r in rows)
         assert all(r.latency_ms is not None and r.latency_ms > 0 for r in rows)
     assert rep.format == "otlp" and rep.records == len(queries)
