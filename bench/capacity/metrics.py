@@ -227,15 +227,15 @@ def summarize(run: LevelRun, *, slo_ms: Mapping[str, float], label: str = "",
     seen = (sched.seen if sched.seen is not None and len(sched.seen) == n
             else np.zeros(n, dtype=bool))
     e2el_ok = [r.e2el_ms for r in ok]
-    tail = {name: t for name, q in (("p99", 0.99), ("p99.9", 0.999))
-            if (t := tail_ci(e2el_ok, q)) is not None}
+    tail = {name: ci for name, q in (("p99", 0.99), ("p99.9", 0.999))
+            if (ci := tail_ci(e2el_ok, q)) is not None}
     return LevelMetrics(
         label=label or sched.description, mode=run.mode, offered_rps=offered,
         achieved_rps=len(ok) / dur, burstiness=sched.burstiness,
         max_concurrency=run.max_concurrency, n_requests=n, completed=len(ok),
         statuses=statuses, duration_s=run.duration_s,
         ttft=Dist.of([r.ttft_ms for r in ok if r.ttft_ms is not None]),
-        tpot=Dist.of([t for r in ok if (t := r.tpot_ms) is not None]),
+        tpot=Dist.of([tp for r in ok if (tp := r.tpot_ms) is not None]),
         itl=Dist.of([g for r in ok for g in r.itl_ms]),
         e2el=Dist.of([r.e2el_ms for r in ok]),
         send_lag=Dist.of([r.send_lag_ms for r in recs]),
