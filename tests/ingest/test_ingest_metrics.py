@@ -246,3 +246,19 @@ def test_summarise_slices_and_missing_values():
     assert ("teds", "layout", "one_column") not in got
     s = got[("cer", "", "")]
     assert s.ci_low <= s.mean <= s.ci_high
+
+
+def test_a_grid_is_scored_against_the_truth_grid_and_html_against_html():
+    """A text-layer parser's grid has no <thead>/<th>: it is compared with the truth's cells,
+    so the exact grid scores 1 (against the HTML it scores 0.56: thead, tbody and the th -> td
+    renames); an extracted HTML table is still compared with the truth's HTML."""
+    html = ("<table><thead><tr><th>a</th><th>b</th></tr></thead>"
+            "<tbody><tr><td>c</td><td>dd</td></tr></tbody></table>")
+    truth = {"tables": [{"cells": [["a", "b"], ["c", "dd"]], "html": html}]}
+    grid = [["a", "b"], ["c", "dd"]]
+    assert teds(grid, html) < 1.0  # the mismatch the reference choice avoids
+    got = table_scores([grid], truth)
+    assert got["teds"] == 1.0 and got["teds_struct"] == 1.0 and got["cell_accuracy"] == 1.0
+    assert table_scores([html], truth)["teds"] == 1.0
+    plain = "<table><tr><td>a</td><td>b</td></tr><tr><td>c</td><td>dd</td></tr></table>"
+    assert table_scores([plain], truth)["teds"] < 1.0  # HTML without the header markup
