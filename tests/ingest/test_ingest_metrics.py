@@ -262,3 +262,15 @@ def test_a_grid_is_scored_against_the_truth_grid_and_html_against_html():
     assert table_scores([html], truth)["teds"] == 1.0
     plain = "<table><tr><td>a</td><td>b</td></tr><tr><td>c</td><td>dd</td></tr></table>"
     assert table_scores([plain], truth)["teds"] < 1.0  # HTML without the header markup
+
+
+def test_repeated_block_texts_are_matched_in_order():
+    """A short block whose text also occurs inside an earlier block (a function name, then its
+    heading) is matched after the previous block: the truth's own text scores 0; a real swap
+    still scores above 0."""
+    blocks = ["secrets.choice(seq) returns a random element", "Other functions", "choice"]
+    truth = {"blocks": [{"text": b} for b in blocks]}
+    same = " ".join(blocks)
+    assert reading_order(same, truth)["order_distance"] == 0.0
+    swapped = " ".join([blocks[1], blocks[0], blocks[2]])
+    assert reading_order(swapped, truth)["order_distance"] > 0.0

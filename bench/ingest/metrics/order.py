@@ -2,7 +2,10 @@
 
 Each truth block is located in the extracted text (whitespace-normalised) by rapidfuzz's
 ``partial_ratio_alignment`` (the best-matching window, on the block's first ``anchor_chars``
-characters); a block whose best window scores under ``min_score`` is not found. The found
+characters); a block whose best window scores under ``min_score`` is not found. Blocks are
+looked for after the previous block's match first, then anywhere: a text that occurs twice
+(a heading repeated in a paragraph, two identical short blocks) is matched in order, so an
+extraction identical to the truth scores 0. The found
 blocks, sorted by where the extraction has them, give a permutation of the truth order, and
 ``order_distance`` is the Levenshtein distance between that sequence and the truth sequence
 (rapidfuzz, over block indices) divided by the number of found blocks: 0 for the right order,
@@ -29,18 +32,27 @@ def locate_blocks(extracted: str, blocks: list[str], *, anchor_chars: int = ANCH
     fuzz = need("rapidfuzz.fuzz", "rapidfuzz", "the ingestion metric reading_order")
     text = normalise_ws(extracted)
     out: list[int | None] = []
+    cursor = 0  # where the previous block's match ended: a repeated text is taken in order
     for block in blocks:
         needle = normalise_ws(block)[:anchor_chars]
         if not needle or not text:
             out.append(None)
             continue
-        exact = text.find(needle)
-        if exact >= 0:
-            out.append(exact)
-            continue
-        al = fuzz.partial_ratio_alignment(needle, text)
-        out.append(al.dest_start if al is not None and al.score >= min_score else None)
+        at = _find(fuzz, text, needle, cursor, min_score)
+        if at is None and cursor:
+            at = _find(fuzz, text, needle, 0, min_score)  # earlier in the text: out of order
+        out.append(at)
+        if at is not None:
+            cursor = at + len(needle)
     return out
+
+
+def _find(fuzz: Any, text: str, needle: str, start: int, min_score: float) -> int | None:
+    exact = text.find(needle, start)
+    if exact >= 0:
+        return exact
+    al = fuzz.partial_ratio_alignment(needle, text[start:])
+    return start + al.dest_start if al is not None and al.score >= min_score else None
 
 
 def reading_order(extracted: str, truth: Mapping[str, Any], *,
