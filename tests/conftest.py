@@ -55,7 +55,6 @@ SLOW: dict[str, str] = {
     "tests/pipeline/test_per_query.py": "every query-time op against batch rows of a run",
     "tests/iterative/test_report.py": _WHOLE_RUN,
     "tests/pipeline/test_truncation.py": _WHOLE_RUN + " per chunker",
-    "tests/system/test_http_system.py": "a run against a served system",
     "tests/rerank/test_rerank_stage.py::test_retrieval_runs_once_for_every_rerank_point":
         _WHOLE_RUN,
     "tests/rewrite/test_generative.py::test_the_suite_runs_every_rewriter_caches_texts_and_decides":
@@ -88,7 +87,15 @@ SLOW: dict[str, str] = {
     "tests/generation/test_transformers_cpu.py::test_weights_are_cached_by_file_hash":
         "loads SmolLM2 twice",
 }
-# the tests of test_pipeline_e2e.py and test_serve.py that share the module's run or server
+# the tests of test_http_system.py, test_pipeline_e2e.py and test_serve.py that share the
+# module's run or server (their one-line config-error tests stay in make test-fast)
+for _name in ("the_service_is_a_ranking_config_and_an_answered_config",
+              "failures_are_statuses_never_dropped", "answers_are_checked_with_the_same_statuses",
+              "the_service_is_paired_with_the_first_config",
+              "every_request_is_recorded_with_its_latency_split",
+              "a_server_that_dies_mid_run_keeps_what_was_answered",
+              "the_builder_checks_the_mapping_before_work"):
+    SLOW[f"tests/system/test_http_system.py::test_{_name}"] = "a run against a served system"
 for _name in ("writes_every_result_file", "retrieval_quality_is_real",
               "trec_export_scores_the_same",
               "second_run_is_all_cache_hits", "downstream_knob_reuses_upstream",
@@ -163,7 +170,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     for rep in terminalreporter.stats.get("skipped", []):
         reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
         reason = reason.removeprefix("Skipped: ")
-        lines.append(f"skipped {rep.nodeid}: {reason} -> needs {_remedy(reason)}")
+        lines.append(f"skipped {rep.nodeid} ({reason}); it runs with {_remedy(reason)}")
     if not lines:
         return
     terminalreporter.section("skipped here, and what makes them run")
