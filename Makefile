@@ -1,11 +1,17 @@
 # The two commands of README.md:
 #   make bench   set up, build the default dataset, run the default experiment
 #   make test    set up, run the test suite, the linters and the strict docs build
+# and, for contributors' inner loop (docs/contributing.md), make test-fast: the suite less `slow`.
 PY := .venv/bin/python
 DATA_DIR ?= .data
 EXPERIMENT ?= quickstart
 
-.PHONY: setup data bench test lint docs gpu-check setup-vllm clean-cache
+# pytest-xdist workers for the parallel pass; the box CI times is 2 cores
+TEST_WORKERS ?= 2
+SKIPPED := .pytest_cache/bench-skipped.txt
+PYTEST := HF_HUB_OFFLINE=1 BENCH_SKIPPED_FILE=$(SKIPPED) $(PY) -m pytest -q
+
+.PHONY: setup data bench test test-fast lint docs gpu-check setup-vllm clean-cache
 
 setup:
 	scripts/setup.sh
@@ -23,9 +29,21 @@ data: setup
 bench: data
 	HF_HUB_OFFLINE=1 $(PY) -m bench +experiment=$(EXPERIMENT)
 
+# Two passes: everything but `serial` on $(TEST_WORKERS) workers, one module per worker (module
+# fixtures such as a served process start once), then the load-sensitive `serial` tests alone
+# (tests/conftest.py SERIAL). The skipped tests and what enables each are repeated at the end.
 test: setup
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+	@mkdir -p .pytest_cache && rm -f $(SKIPPED)
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not serial"
+	$(PYTEST) -p no:xdist -m serial
 	$(MAKE) --no-print-directory lint
+	@if [ -s $(SKIPPED) ]; then echo "make test: $$(wc -l < $(SKIPPED)) skipped:"; cat $(SKIPPED); fi
+
+# the inner loop (docs/contributing.md): every module's tests less those marked `slow`, the
+# same two passes, no linters
+test-fast: setup
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not slow and not serial"
+	$(PYTEST) -p no:xdist -m "serial and not slow"
 
 lint:
 	.venv/bin/ruff check bench kernels tests scripts

