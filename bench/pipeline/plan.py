@@ -6,9 +6,15 @@ query-time settings of the index, the lexical lane, fusion variants, filter mode
 depth, answers. A node shared by several configs (the chunks, embeddings, index, a candidate
 pool) is ONE node, so a sweep computes each distinct artifact once. Each leaf is one config;
 its ``config_id`` is a hash of its own chain (stages and their parameters, rooted in the
-dataset fingerprint, code versions left out): adding an option to a run never changes another
-config's id, and the same config in two runs has the same id, so ``bench.compare`` pairs it
-across runs.
+corpus fingerprint, code versions left out): adding an option to a run never changes another
+config's id, and the same config in two runs over one corpus has the same id whatever their
+queries, so ``bench.compare`` and the regression gates pair it across runs.
+
+The graph has two roots (``expand_dataset``): the corpus (documents alone) and the dataset
+(documents and queries). Document-side ops (chunks, and through them document embeddings and
+indexes) read the corpus, so their keys hold no query; every op that reads a query reads the
+dataset and is keyed on its fingerprint. A key is a hash over the inputs' keys, so which root
+a node descends from decides, by construction, whether a change of queries reaches its key.
 
 What the run needs to know about stages is read from the ops in the plan: which latency
 stages add up end to end (``query_time_stages``), which node a broken stage ceiling prunes
@@ -25,6 +31,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from bench.cache.store import make_key
 from bench.data.base import Dataset, Query
 from bench.generation.stage import GenerationSettings
 from bench.pipeline.components import Components
@@ -36,7 +43,7 @@ from bench.pipeline.lanes import (
     label_of,
     params_label,
 )
-from bench.pipeline.node import Node, OpTraits, Phase, ValueOp
+from bench.pipeline.node import CorpusOp, Node, OpTraits, Phase, ValueOp
 from bench.pipeline.stages import STAGES, config_kinds
 from bench.retrieval.stage import EXACT_REFERENCE_LABEL
 
@@ -89,8 +96,9 @@ class Plan:
         return count
 
     def render(self, is_cached: Callable[[Node], bool]) -> str:
-        """The graph as an indented tree along each node's first input; a node reached again
-        through another path is printed once and referred to by its key afterwards."""
+        """The graph as indented trees from each root (the corpus: document-side work; the
+        dataset: query-side work) along each node's first input; a node reached again through
+        another path is printed once and referred to by its key afterwards."""
         nodes = self.nodes()
         users = self.users()
         children: dict[str, list[Node]] = {}
@@ -129,7 +137,8 @@ class Plan:
             for i, k in enumerate(kids):
                 walk(k, prefix + ext, i == len(kids) - 1, False)
 
-        walk(self.data, "", True, True)
+        for root in (n for n in nodes if not n.inputs):  # the corpus, the dataset, ...
+            walk(root, "", True, True)
         lines.append("configs:")
         for c in self.configs:
             lines.append(f"  {c.config_id}  {c.label}  ({c.kind}; {len(c.chain)} nodes in chain)")
@@ -195,10 +204,17 @@ def prune_node(spec: ConfigSpec, latency_stage: str) -> Node:
 
 
 def expand_dataset(s: PlanState) -> PlanState:
-    """The root: the loaded dataset, keyed by its fingerprint."""
+    """The two roots: the corpus (documents alone, keyed by their fingerprint: what chunks,
+    document embeddings and indexes read) and the loaded dataset (keyed by its fingerprint,
+    documents and queries: what every query-side node reads). The dataset root is named by
+    its corpus, so config ids pair across query sets of one corpus (subsets, splits, edited
+    golden sets)."""
     d = s.dataset
-    return s.with_nodes(data=Node(ValueOp("data", d), (), f"dataset {d.name}",
-                                  root_key=d.fingerprint))
+    corpus = d.corpus
+    return s.with_nodes(
+        corpus=Node.of(CorpusOp("corpus", corpus), f"corpus {d.name}"),
+        data=Node(ValueOp("data", d), (), f"dataset {d.name}", root_key=d.fingerprint,
+                  root_ident=make_key("data", "", {}, [corpus.fingerprint])))
 
 
 def dedupe(configs: tuple[ConfigSpec, ...]) -> tuple[ConfigSpec, ...]:

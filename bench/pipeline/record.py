@@ -450,6 +450,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         "packages": package_versions(),
         "device": done.device,
         "dataset": {"name": dataset.name, "fingerprint": dataset.fingerprint,
+                    "corpus_fingerprint": dataset.corpus.fingerprint,
                     "documents": len(dataset.documents), "queries": len(dataset.queries),
                     "chunks": n_chunks, "dropped_queries": dataset.n_dropped_queries,
                     "dropped_reason": dataset.dropped_reason},
@@ -538,7 +539,7 @@ def regression_gates(done: Executed, run_dir: Path, config_rows: list[ConfigRow]
         outcome = evaluate(s.regression, run_dir,
                            current_selection=(None, None) if sel is None
                            else (sel.split, sel.line()),
-                           current_fingerprint=done.dataset.fingerprint)
+                           current_corpus=done.dataset.corpus.fingerprint)
         # a failure's table is a warning: it is what the user must read
         log.log(logging.WARNING if outcome.failed else logging.INFO, "regression gates:\n%s",
                 outcome.table())
