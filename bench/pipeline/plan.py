@@ -95,10 +95,13 @@ class Plan:
                 count[n.key] = count.get(n.key, 0) + 1
         return count
 
-    def render(self, is_cached: Callable[[Node], bool]) -> str:
+    def render(self, is_cached: Callable[[Node], bool],
+               notes: Callable[[Node], list[str]] | None = None,
+               header: tuple[str, ...] = ()) -> str:
         """The graph as indented trees from each root (the corpus: document-side work; the
         dataset: query-side work) along each node's first input; a node reached again through
-        another path is printed once and referred to by its key afterwards."""
+        another path is printed once and referred to by its key afterwards. ``notes`` adds
+        to each node's line, ``header`` lines after the first (``bench.pipeline.preview``)."""
         nodes = self.nodes()
         users = self.users()
         children: dict[str, list[Node]] = {}
@@ -112,7 +115,7 @@ class Plan:
         lines = [
             f"plan: {len(self.configs)} configs, {len(nodes)} nodes "
             f"({len(shared)} shared by several configs; {len(cached)} of {n_cached_nodes} "
-            f"cacheable nodes already cached)",
+            f"cacheable nodes already cached)", *header,
         ]
 
         def describe(n: Node) -> str:
@@ -123,6 +126,8 @@ class Plan:
             others = [i for i in n.inputs[1:]]
             if others:
                 extra.append("also reads " + ", ".join(f"{i.stage}[{i.key[:6]}]" for i in others))
+            if notes is not None:
+                extra += notes(n)
             text = f"{n.stage}: {n.label}  ({'; '.join(extra)})"
             if n.key in leaf_of:
                 c = leaf_of[n.key]
@@ -144,14 +149,16 @@ class Plan:
             lines.append(f"  {c.config_id}  {c.label}  ({c.kind}; {len(c.chain)} nodes in chain)")
         return "\n".join(lines)
 
-    def to_json(self, is_cached: Callable[[Node], bool]) -> dict[str, Any]:
+    def to_json(self, is_cached: Callable[[Node], bool],
+                fields: Callable[[Node], dict[str, object]] | None = None) -> dict[str, Any]:
         users = self.users()
         return {
             "configs": [{"config_id": c.config_id, "label": c.label, "kind": c.kind,
                          "leaf": c.leaf.key, "parent_id": c.parent_id} for c in self.configs],
             "nodes": [{"key": n.key, "stage": n.stage, "label": n.label,
                        "inputs": [i.key for i in n.inputs], "cacheable": n.cached,
-                       "cached": is_cached(n), "configs": users.get(n.key, 0)}
+                       "cached": is_cached(n), "configs": users.get(n.key, 0),
+                       **(fields(n) if fields is not None else {})}
                       for n in self.nodes()],
         }
 
