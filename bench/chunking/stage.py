@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from bench.chunking.base import Chunker, ChunkTable, Tokenizer
 from bench.chunking.stats import ChunkStats, NearDupPair, NearDupReport
-from bench.data.base import Dataset
+from bench.data.base import Corpus
 from bench.pipeline.lanes import PlanState, params_label
 from bench.pipeline.node import Node, OpTraits, Phase
 from bench.telemetry.base import TimingLog
@@ -51,13 +51,13 @@ class ChunkReport:
 
 @dataclass(frozen=True)
 class ChunkInputs:
-    data: Dataset
+    corpus: Corpus
 
 
 @dataclass(frozen=True)
 class ChunkOp(OpTraits):
-    """Dataset -> ChunkTable. Keyed on the tokenizer too: every chunker reports n_tokens in
-    the embedder's tokens."""
+    """Corpus -> ChunkTable. Keyed on the corpus alone (never the queries) and the
+    tokenizer too: every chunker reports n_tokens in the embedder's tokens."""
 
     chunker: Chunker
     tokenizer: Tokenizer
@@ -71,9 +71,9 @@ class ChunkOp(OpTraits):
                 "tokenizer": self.tokenizer.name}
 
     def write(self, inputs: ChunkInputs, directory: Path, timing: TimingLog) -> None:
-        dataset = inputs.data
-        with timing.measure("total", len(dataset.documents)):
-            table = self.chunker.chunk(dataset.documents, tokenizer=self.tokenizer)
+        corpus = inputs.corpus
+        with timing.measure("total", len(corpus.documents)):
+            table = self.chunker.chunk(corpus.documents, tokenizer=self.tokenizer)
         table.save(directory / "chunks.parquet")
 
     def load(self, directory: Path, inputs: ChunkInputs) -> ChunkTable:
@@ -82,13 +82,13 @@ class ChunkOp(OpTraits):
 
 @dataclass(frozen=True)
 class ChunkStatsInputs:
-    data: Dataset
+    corpus: Corpus
     chunks: ChunkTable
 
 
 @dataclass(frozen=True)
 class ChunkStatsOp(OpTraits):
-    """(Dataset, ChunkTable) -> ChunkReport, once per chunking."""
+    """(Corpus, ChunkTable) -> ChunkReport, once per chunking."""
 
     stage: str = "chunk_stats"
     version: str = "1"
@@ -101,9 +101,9 @@ class ChunkStatsOp(OpTraits):
     def write(self, inputs: ChunkStatsInputs, directory: Path, timing: TimingLog) -> None:
         from bench.chunking.stats import chunk_stats, near_duplicates
 
-        dataset, chunks = inputs.data, inputs.chunks
+        corpus, chunks = inputs.corpus, inputs.chunks
         with timing.measure("total", len(chunks)):
-            stats = chunk_stats(chunks, dataset.documents)
+            stats = chunk_stats(chunks, corpus.documents)
             dups = near_duplicates(chunks)
         report = ChunkReport(stats, dups, tuple(
             NearDupExample(p, chunks.text[p.chunk_a][:160], chunks.text[p.chunk_b][:160])
@@ -116,11 +116,12 @@ class ChunkStatsOp(OpTraits):
 
 
 def expand(s: PlanState) -> PlanState:
-    """The chunk table of the corpus and its report (shared by every config)."""
+    """The chunk table of the corpus and its report (shared by every config), read from the
+    corpus root: keyed on the documents, whatever queries the run evaluates."""
     c = s.comps
-    data = s.node("data")
+    corpus = s.node("corpus")
     chunk = Node.of(ChunkOp(c.chunker, c.embedder.tokenizer),
                     f"{type(c.chunker).__name__} {params_label(c.chunker.cache_params())}",
-                    data=data)
+                    corpus=corpus)
     return s.with_nodes(chunk=chunk, chunk_stats=Node.of(ChunkStatsOp(), "chunk report",
-                                                         data=data, chunks=chunk))
+                                                         corpus=corpus, chunks=chunk))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 #: Query categories used by the built-in FOLDOC benchmark. User data may use any string.
@@ -81,8 +82,25 @@ class Query:
 
 
 @dataclass(frozen=True)
+class Corpus:
+    """The documents of a dataset without its queries: what document-side work (chunks,
+    document embeddings, indexes) reads. ``fingerprint`` hashes the documents alone
+    (:func:`corpus_fingerprint`), so that work is keyed on the corpus and reused by every
+    query set over it; having no queries, it cannot depend on them."""
+
+    name: str
+    documents: tuple[Document, ...]
+    fingerprint: str
+
+    @property
+    def doc_ids(self) -> list[str]:
+        return [d.doc_id for d in self.documents]
+
+
+@dataclass(frozen=True)
 class Dataset:
-    """A loaded benchmark. ``fingerprint`` is a content hash: it keys every downstream cache.
+    """A loaded benchmark. ``fingerprint`` is a content hash of documents and queries: it
+    keys every query-side cache; :attr:`corpus` (documents alone) keys document-side work.
 
     ``n_dropped_queries``: queries of the source left out because they have no positive
     judgement (BEIR splits); ``dropped_reason`` says why, for run.json and the report header.
@@ -106,6 +124,17 @@ class Dataset:
     def doc_index(self) -> dict[str, int]:
         """External doc id -> doc_idx (row in ``documents``)."""
         return {d.doc_id: i for i, d in enumerate(self.documents)}
+
+    @cached_property
+    def corpus(self) -> Corpus:
+        """The documents alone, fingerprinted without the queries (computed once)."""
+        return Corpus(self.name, self.documents, corpus_fingerprint(self.documents))
+
+
+def corpus_fingerprint(documents: tuple[Document, ...]) -> str:
+    """The documents part of :func:`fingerprint`: the fingerprint of the corpus with no
+    queries (also what ``bench.serve`` puts on its spans)."""
+    return fingerprint(documents, ())
 
 
 def fingerprint(documents: tuple[Document, ...], queries: tuple[Query, ...]) -> str:

@@ -504,11 +504,13 @@ def _selection_of(run: Path) -> tuple[str | None, str | None]:
             summary if isinstance(summary, str) else None)
 
 
-def _fingerprint(run: Path) -> str | None:
+def _corpus_fingerprint(run: Path) -> str | None:
+    """run.json's corpus fingerprint; "" for a run made before config ids were rooted in
+    the corpus (its ids differ); None when unreadable."""
     try:
         data = json.loads((per_query_path(run).parent / "run.json").read_text())
-        return str(data["dataset"]["fingerprint"])
-    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        return str(data["dataset"].get("corpus_fingerprint", ""))
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -620,10 +622,11 @@ def _critical(s: RegressionSettings, a: ConfigScores, b: ConfigScores, label: st
 
 def evaluate(s: RegressionSettings, current: Path, *,
              current_selection: tuple[str | None, str | None] | None = None,
-             current_fingerprint: str | None = None) -> RegressionOutcome:
+             current_corpus: str | None = None) -> RegressionOutcome:
     """Every gate and critical query of ``s`` on ``current`` (a run dir) vs the baseline.
-    ``current_selection`` (split, summary) / ``current_fingerprint``: what this run evaluated
-    (read from its run.json unless given, for a run whose run.json is not written yet)."""
+    ``current_selection`` (split, summary) / ``current_corpus`` (corpus fingerprint): what
+    this run evaluated (read from its run.json unless given, for a run whose run.json is not
+    written yet)."""
     baseline = s.against
     pairs, only_b, only_c, labels = _pairs(s, baseline, current)
     checks: list[RegressionCheck] = []
@@ -644,13 +647,16 @@ def evaluate(s: RegressionSettings, current: Path, *,
                 rule.metric, rule.scope, "-", "", 0, None, None, None, None, None, None, None,
                 True, rule.describe(), "no paired config has this metric in either run"))
     notes = []
-    if not pairs:
-        fb, fc = _fingerprint(baseline), current_fingerprint or _fingerprint(current)
-        if s.pair_by == "config_id" and fb and fc and fb != fc:
-            notes.append(f"the dataset fingerprints differ (baseline {fb[:12]}, this run "
+    if not pairs and s.pair_by == "config_id":
+        fb, fc = _corpus_fingerprint(baseline), current_corpus or _corpus_fingerprint(current)
+        if fb == "":
+            notes.append("the baseline was made before config ids were rooted in the corpus "
+                         "alone, so its ids differ once (its values do not): rerun the "
+                         "baseline, or pair by label (regression.pair_by=label)")
+        elif fb and fc and fb != fc:
+            notes.append(f"the corpus fingerprints differ (baseline {fb[:12]}, this run "
                          f"{fc[:12]}) and config ids are rooted in them: the two runs did not "
-                         "evaluate the same data (another subset or split?); "
-                         "regression.pair_by=label pairs by label")
+                         "search the same documents; regression.pair_by=label pairs by label")
     cur = current_selection if current_selection is not None else _selection_of(current)
     base = _selection_of(baseline)
     return RegressionOutcome(

@@ -62,7 +62,7 @@ from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 import numpy as np
 
 from bench.cache.store import canonical_json, make_key
-from bench.data.base import Dataset, Query
+from bench.data.base import Corpus, Dataset, Query
 from bench.telemetry.base import TimingLog, cuda_sync
 
 T = TypeVar("T")
@@ -253,8 +253,12 @@ class Node:
     op: StageOp
     inputs: tuple[Node, ...]
     label: str
-    #: the root's key is given (the dataset fingerprint); others derive from op and inputs
+    #: the root's key is given (the corpus or dataset fingerprint); others derive from op
+    #: and inputs
     root_key: str | None = None
+    #: the root's ident when it is not its key (the dataset root: named by its corpus, so a
+    #: config's id is the same over any query set of that corpus)
+    root_ident: str | None = None
     input_names: tuple[str, ...] = ()
     key: str = field(init=False)
     ident: str = field(init=False)
@@ -278,7 +282,8 @@ class Node:
                             f"{len(self.input_names)} names (build nodes with Node.of)")
         params = dict(self.op.params())
         if self.root_key is not None:
-            key = ident = self.root_key
+            key = self.root_key
+            ident = self.root_ident or self.root_key
         else:
             key = make_key(self.op.stage, self.op.version, params,
                            [n.key for n in self.keyed_inputs])
@@ -330,6 +335,26 @@ class Node:
 
         visit(self)
         return list(seen.values())
+
+
+@dataclass(frozen=True)
+class CorpusOp(OpTraits):
+    """The root of document-side work: the corpus alone (``bench.data.base.Corpus``, no
+    queries), keyed by its fingerprint. Chunks, document embeddings and indexes read it, so
+    their keys never change with the query set; an op that reads queries reads the dataset
+    root instead and is keyed on it (it cannot read them from here)."""
+
+    stage: str
+    value: Corpus
+    version: str = "1"
+    phase: ClassVar[Phase] = Phase.INDEX
+
+    def params(self) -> Mapping[str, Any]:
+        # keyed like any op (never equal to the dataset root's key, even with no queries)
+        return {"fingerprint": self.value.fingerprint}
+
+    def run(self, inputs: NoInputs, timing: TimingLog) -> Corpus:
+        return self.value
 
 
 @dataclass(frozen=True)

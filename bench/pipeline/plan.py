@@ -6,9 +6,15 @@ query-time settings of the index, the lexical lane, fusion variants, filter mode
 depth, answers. A node shared by several configs (the chunks, embeddings, index, a candidate
 pool) is ONE node, so a sweep computes each distinct artifact once. Each leaf is one config;
 its ``config_id`` is a hash of its own chain (stages and their parameters, rooted in the
-dataset fingerprint, code versions left out): adding an option to a run never changes another
-config's id, and the same config in two runs has the same id, so ``bench.compare`` pairs it
-across runs.
+corpus fingerprint, code versions left out): adding an option to a run never changes another
+config's id, and the same config in two runs over one corpus has the same id whatever their
+queries, so ``bench.compare`` and the regression gates pair it across runs.
+
+The graph has two roots (``expand_dataset``): the corpus (documents alone) and the dataset
+(documents and queries). Document-side ops (chunks, and through them document embeddings and
+indexes) read the corpus, so their keys hold no query; every op that reads a query reads the
+dataset and is keyed on its fingerprint. A key is a hash over the inputs' keys, so which root
+a node descends from decides, by construction, whether a change of queries reaches its key.
 
 What the run needs to know about stages is read from the ops in the plan: which latency
 stages add up end to end (``query_time_stages``), which node a broken stage ceiling prunes
@@ -25,6 +31,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from bench.cache.store import make_key
 from bench.data.base import Dataset, Query
 from bench.generation.stage import GenerationSettings
 from bench.pipeline.components import Components
@@ -36,7 +43,7 @@ from bench.pipeline.lanes import (
     label_of,
     params_label,
 )
-from bench.pipeline.node import Node, OpTraits, Phase, ValueOp
+from bench.pipeline.node import CorpusOp, Node, OpTraits, Phase, ValueOp
 from bench.pipeline.stages import STAGES, config_kinds
 from bench.retrieval.stage import EXACT_REFERENCE_LABEL
 
@@ -88,9 +95,13 @@ class Plan:
                 count[n.key] = count.get(n.key, 0) + 1
         return count
 
-    def render(self, is_cached: Callable[[Node], bool]) -> str:
-        """The graph as an indented tree along each node's first input; a node reached again
-        through another path is printed once and referred to by its key afterwards."""
+    def render(self, is_cached: Callable[[Node], bool],
+               notes: Callable[[Node], list[str]] | None = None,
+               header: tuple[str, ...] = ()) -> str:
+        """The graph as indented trees from each root (the corpus: document-side work; the
+        dataset: query-side work) along each node's first input; a node reached again through
+        another path is printed once and referred to by its key afterwards. ``notes`` adds
+        to each node's line, ``header`` lines after the first (``bench.pipeline.preview``)."""
         nodes = self.nodes()
         users = self.users()
         children: dict[str, list[Node]] = {}
@@ -104,7 +115,7 @@ class Plan:
         lines = [
             f"plan: {len(self.configs)} configs, {len(nodes)} nodes "
             f"({len(shared)} shared by several configs; {len(cached)} of {n_cached_nodes} "
-            f"cacheable nodes already cached)",
+            f"cacheable nodes already cached)", *header,
         ]
 
         def describe(n: Node) -> str:
@@ -115,6 +126,8 @@ class Plan:
             others = [i for i in n.inputs[1:]]
             if others:
                 extra.append("also reads " + ", ".join(f"{i.stage}[{i.key[:6]}]" for i in others))
+            if notes is not None:
+                extra += notes(n)
             text = f"{n.stage}: {n.label}  ({'; '.join(extra)})"
             if n.key in leaf_of:
                 c = leaf_of[n.key]
@@ -129,20 +142,23 @@ class Plan:
             for i, k in enumerate(kids):
                 walk(k, prefix + ext, i == len(kids) - 1, False)
 
-        walk(self.data, "", True, True)
+        for root in (n for n in nodes if not n.inputs):  # the corpus, the dataset, ...
+            walk(root, "", True, True)
         lines.append("configs:")
         for c in self.configs:
             lines.append(f"  {c.config_id}  {c.label}  ({c.kind}; {len(c.chain)} nodes in chain)")
         return "\n".join(lines)
 
-    def to_json(self, is_cached: Callable[[Node], bool]) -> dict[str, Any]:
+    def to_json(self, is_cached: Callable[[Node], bool],
+                fields: Callable[[Node], dict[str, object]] | None = None) -> dict[str, Any]:
         users = self.users()
         return {
             "configs": [{"config_id": c.config_id, "label": c.label, "kind": c.kind,
                          "leaf": c.leaf.key, "parent_id": c.parent_id} for c in self.configs],
             "nodes": [{"key": n.key, "stage": n.stage, "label": n.label,
                        "inputs": [i.key for i in n.inputs], "cacheable": n.cached,
-                       "cached": is_cached(n), "configs": users.get(n.key, 0)}
+                       "cached": is_cached(n), "configs": users.get(n.key, 0),
+                       **(fields(n) if fields is not None else {})}
                       for n in self.nodes()],
         }
 
@@ -195,10 +211,17 @@ def prune_node(spec: ConfigSpec, latency_stage: str) -> Node:
 
 
 def expand_dataset(s: PlanState) -> PlanState:
-    """The root: the loaded dataset, keyed by its fingerprint."""
+    """The two roots: the corpus (documents alone, keyed by their fingerprint: what chunks,
+    document embeddings and indexes read) and the loaded dataset (keyed by its fingerprint,
+    documents and queries: what every query-side node reads). The dataset root is named by
+    its corpus, so config ids pair across query sets of one corpus (subsets, splits, edited
+    golden sets)."""
     d = s.dataset
-    return s.with_nodes(data=Node(ValueOp("data", d), (), f"dataset {d.name}",
-                                  root_key=d.fingerprint))
+    corpus = d.corpus
+    return s.with_nodes(
+        corpus=Node.of(CorpusOp("corpus", corpus), f"corpus {d.name}"),
+        data=Node(ValueOp("data", d), (), f"dataset {d.name}", root_key=d.fingerprint,
+                  root_ident=make_key("data", "", {}, [corpus.fingerprint])))
 
 
 def dedupe(configs: tuple[ConfigSpec, ...]) -> tuple[ConfigSpec, ...]:

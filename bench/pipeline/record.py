@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.budget.base import Budget
 from bench.capacity.base import CapacityRun
 from bench.chunking.stage import ChunkReport
 from bench.config.schema import GateConfig
@@ -450,6 +451,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         "packages": package_versions(),
         "device": done.device,
         "dataset": {"name": dataset.name, "fingerprint": dataset.fingerprint,
+                    "corpus_fingerprint": dataset.corpus.fingerprint,
                     "documents": len(dataset.documents), "queries": len(dataset.queries),
                     "chunks": n_chunks, "dropped_queries": dataset.n_dropped_queries,
                     "dropped_reason": dataset.dropped_reason},
@@ -538,7 +540,7 @@ def regression_gates(done: Executed, run_dir: Path, config_rows: list[ConfigRow]
         outcome = evaluate(s.regression, run_dir,
                            current_selection=(None, None) if sel is None
                            else (sel.split, sel.line()),
-                           current_fingerprint=done.dataset.fingerprint)
+                           current_corpus=done.dataset.corpus.fingerprint)
         # a failure's table is a warning: it is what the user must read
         log.log(logging.WARNING if outcome.failed else logging.INFO, "regression gates:\n%s",
                 outcome.table())
@@ -613,10 +615,20 @@ def write_mteb_files(run_dir: Path, dataset: Dataset, rows: list[SummaryRow],
     return out
 
 
-def write_plan(the_plan: Plan, executor: Executor, run_dir: Path) -> str:
-    text = the_plan.render(executor.is_cached)
+def write_plan(the_plan: Plan, executor: Executor, run_dir: Path,
+               budget: Budget | None = None) -> str:
+    """plan.txt / plan.json of ``plan_only=true``: the graph, with per node whether the
+    cache has it, its cost from the store's log and the budget ceilings that prune it."""
+    from bench.pipeline.preview import preview
+
+    view = preview(the_plan, executor.store, budget)
+    seconds, known, unknown = view.to_compute(the_plan, executor.is_cached)
+    header = (f"to compute: ~{seconds:.1f} s for the {known} uncached nodes of known cost"
+              + (f", {unknown} of unknown cost" if unknown else "")
+              + " (the store's last computations of each node's stage and options)",)
+    text = the_plan.render(executor.is_cached, view.notes, header)
     (run_dir / "plan.txt").write_text(text + "\n")
-    write_json(run_dir / "plan.json", the_plan.to_json(executor.is_cached))
+    write_json(run_dir / "plan.json", the_plan.to_json(executor.is_cached, view.fields))
     return text
 
 

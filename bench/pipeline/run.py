@@ -100,7 +100,7 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     p = prepare(cfg)
     if p.settings.plan_only:
-        text = write_plan(p.plan, p.executor, run_dir)
+        text = write_plan(p.plan, p.executor, run_dir, p.comps.budget)
         return RunResult(run_dir, p.run_id, 0, (), plan_text=text)
     check_served_embedder(p.comps, p.plan, p.executor)  # before any work, not in a plan
     log.info("plan: %d configs over %d nodes", len(p.plan.configs), len(p.plan.nodes()))

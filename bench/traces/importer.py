@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.data.base import Document, fingerprint
+from bench.data.base import Document
+from bench.data.base import corpus_fingerprint as base_corpus_fingerprint
 from bench.data.jsonl import iter_jsonl, loads_strict, read_text, require_file
 from bench.errors import InputError
 from bench.traces import conventions as C
@@ -39,7 +40,7 @@ FORMATS = ("otlp", "openinference", "langfuse")
 
 def corpus_fingerprint(documents: Sequence[Document]) -> str:
     """The corpus part of a dataset fingerprint (what ``bench.serve`` puts on its spans)."""
-    return fingerprint(tuple(documents), ())
+    return base_corpus_fingerprint(tuple(documents))
 
 
 @dataclass

@@ -26,9 +26,10 @@ BASE = [1.0, 0.8, 0.6, 0.9, 0.7, 0.5, 0.4, 0.6, 0.3, 0.5, 0.8, 0.2]
 
 
 def write_run(d: Path, values: dict[str, list[float]], *, labels: dict[str, str] | None = None,
-              metric: str = "ndcg@10", fingerprint: str = "f" * 64) -> Path:
+              metric: str = "ndcg@10", corpus: str | None = "f" * 64) -> Path:
     """A run dir with per_query.parquet (one config per key of ``values``), configs.parquet's
-    id/label columns and a run.json holding the dataset fingerprint."""
+    id/label columns and a run.json holding the corpus fingerprint (None: a run made before
+    run.json had one)."""
     d.mkdir(parents=True, exist_ok=True)
     rows = [PerQueryRow(cid, q, c, metric, v, "scored")
             for cid, vals in values.items() for q, c, v in zip(QIDS, CATS, vals, strict=True)]
@@ -36,7 +37,9 @@ def write_run(d: Path, values: dict[str, list[float]], *, labels: dict[str, str]
     labels = labels or {c: "dense" for c in values}
     pq.write_table(pa.table({"config_id": list(labels), "label": list(labels.values())}),
                    d / "configs.parquet")
-    (d / "run.json").write_text(json.dumps({"dataset": {"fingerprint": fingerprint}}))
+    dataset = {"fingerprint": "d" * 64} | ({} if corpus is None else
+                                            {"corpus_fingerprint": corpus})
+    (d / "run.json").write_text(json.dumps({"dataset": dataset}))
     return d
 
 
@@ -144,10 +147,16 @@ def test_unpaired_configs_are_reported_and_no_pair_at_all_fails(tmp_path: Path) 
     assert out.unpaired_baseline == ("c2 (bm25)",) and out.unpaired_current == ("c3 (hybrid)",)
     assert "baseline only: c2 (bm25); this run only: c3 (hybrid)" in out.table()
     other = write_run(tmp_path / "other", {"c9": BASE}, labels={"c9": "dense"},
-                      fingerprint="e" * 64)
+                      corpus="e" * 64)
     none = evaluate(settings(base, gates=[{"metric": "ndcg@10", "max_drop": 0.0}]), other)
     assert none.failed and none.nothing_paired
-    assert "fingerprints differ" in none.failure_lines()[0]
+    assert "the corpus fingerprints differ (baseline ffffffffffff, this run eeeeeeeeeeee)" in (
+        none.failure_lines()[0])
+    # a baseline from before config ids were rooted in the corpus: its ids differ once
+    old = write_run(tmp_path / "old", {"c0": BASE}, labels={"c0": "dense"}, corpus=None)
+    stale = evaluate(settings(old, gates=[{"metric": "ndcg@10", "max_drop": 0.0}]), base)
+    assert stale.nothing_paired and "made before config ids were rooted in the corpus" in (
+        stale.failure_lines()[0])
     by_label = evaluate(settings(base, gates=[{"metric": "ndcg@10", "max_drop": 0.0}],
                                  pair_by="label"), other)
     assert by_label.paired == (("c1", "c9"),) and not by_label.failed

@@ -99,11 +99,13 @@ def test_an_injected_regression_on_3_critical_queries_exits_3(compose_cfg, basel
                                                               data: Path) -> None:
     cfg = compose_cfg([*overrides(data, baseline / "cache", "broken.jsonl"),
                        f"gates_against={baseline / 'baseline'}", GATES,
-                       f"regression.critical.query_ids=[{','.join(CRITICAL)}]",
-                       # the garbled dataset has another fingerprint: pair the configs by label
-                       "regression.pair_by=label"])
+                       f"regression.critical.query_ids=[{','.join(CRITICAL)}]"])
     result = run(cfg, baseline / "broken")
     assert result.exit_code == 3
+    # the garbled query file is over the same corpus: the configs pair by id, and every
+    # document-side artifact of the baseline is reused (the queries are encoded again)
+    assert result.cache_hits["chunk"] and result.cache_hits["embed_docs"]
+    assert result.cache_hits["index"] and not result.cache_hits["embed_queries"]
     critical = [f for f in result.failed_gates if "critical query" in f]
     assert sorted({f.split()[3] for f in critical}) == CRITICAL
     reg = json.loads((baseline / "broken/run.json").read_text())["regression_gates"]
