@@ -16,7 +16,10 @@ correctness on an answerable query).
 
 Adding a judge: subclass ``bench.judge.llm.LLMJudge`` (or implement ``Judge``) in a module
 here, declare its metric names in ``bench/metrics/registry.py`` and add
-``conf/judge/<name>.yaml`` (the suite finds a pointwise judge there by its file name).
+``conf/judge/<name>.yaml`` (the suite finds a pointwise judge there by its file name). An LLM
+judge's prompts, score definitions and examples go in ``conf/judge/rubrics/<name>.yaml``
+(``bench.judge.rubric``); a check that asks no model subclasses
+``bench.judge.verifiers.Verifier`` instead.
 """
 
 from __future__ import annotations
