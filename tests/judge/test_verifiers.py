@@ -139,3 +139,33 @@ def test_verifiers_are_declared_metrics_and_suite_members():
     assert [(v.judge, v.status) for v in vs] == [("unsupported_numbers", OK),
                                                 ("structured_match", OK)]
     assert gen.requests == []  # no model asked
+
+
+def test_cross_encoder_wrapper_takes_the_entailment_label_of_a_softmax(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The wrapper around a sentence-transformers NLI cross-encoder, on a stand-in model
+    object (no weights offline): label order from ``id2label``, softmax over the logits."""
+    import math
+    import types
+
+    import numpy as np
+
+    class FakeCrossEncoder:
+        def __init__(self, name: str, device: str) -> None:
+            labels = {0: "contradiction", 1: "entailment", 2: "neutral"}
+            self.model = types.SimpleNamespace(config=types.SimpleNamespace(id2label=labels))
+
+        def predict(self, pairs, batch_size: int):  # type: ignore[no-untyped-def]
+            return np.array([[0.0, math.log(3.0), 0.0] for _ in pairs])
+
+    import sentence_transformers
+
+    from bench.judge.verifiers import CrossEncoderNLI
+
+    monkeypatch.setattr(sentence_transformers, "CrossEncoder", FakeCrossEncoder)
+    nli = CrossEncoderNLI("fake-nli")
+    # softmax([0, ln 3, 0]) = (1, 3, 1) / 5: entailment 3/5
+    assert nli.entailment([("p", "h"), ("p2", "h2")]) == pytest.approx([0.6, 0.6])
+    assert nli.entailment([]) == []
+    v = NLISupport(threshold=0.5)
+    v.nli = nli  # the verifier reads whichever EntailmentModel it holds
+    assert v.check(_item("One sentence.", "p")).score("nli_support") == 1.0
