@@ -169,3 +169,12 @@ def test_cross_encoder_wrapper_takes_the_entailment_label_of_a_softmax(monkeypat
     v = NLISupport(threshold=0.5)
     v.nli = nli  # the verifier reads whichever EntailmentModel it holds
     assert v.check(_item("One sentence.", "p")).score("nli_support") == 1.0
+
+
+def test_a_suite_with_a_verifier_repeats_it_unchanged() -> None:
+    from bench.judge.repeats import RepeatedJudge
+
+    gen = ScriptedGenerator(lambda r: "unused")
+    suite = JudgeSuite(generator=gen, judges=["unsupported_numbers"])
+    vs = RepeatedJudge(suite, 2).judge([_item("7 hosts", "3 hosts")])
+    assert [(v.repeat, v.score("unsupported_numbers")) for v in vs] == [(0, 1.0), (1, 1.0)]
