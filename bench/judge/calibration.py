@@ -87,12 +87,17 @@ def labelling_rows(done: Any) -> list[dict[str, Any]]:
         return []
     by_id = {q.query_id: q for q in done.dataset.queries}
     rows: list[dict[str, Any]] = []
+    baseline: dict[str, str] | None = None  # the pairwise baseline's answers (first config)
     for c in done.configs:
         if c.spec.kind is not ConfigKind.GENERATED or c.pool is None:
             continue
         a = answered(c.spec, done.executor)
         answers = {g.request_id: g for g in a.generations}
         contexts = {x.query_id: x for x in a.contexts}
+        if baseline is None:
+            baseline = {g.request_id: g.text for g in a.generations if g.status == "ok"}
+        if a.pairs is not None and "pairwise" in llm:
+            rows += _pair_rows(done, c, llm["pairwise"].rubric, a, baseline, by_id)
         for v in a.verdicts:
             j = llm.get(v.judge)
             if j is None or v.repeat != 0:
@@ -117,6 +122,31 @@ def labelling_rows(done: Any) -> list[dict[str, Any]]:
                                 for p in (ctx.passages if ctx is not None else ())],
                     "human": None,
                 })
+    return rows
+
+
+def _pair_rows(done: Any, c: Any, rub: Rubric, a: Any, baseline: Mapping[str, str],
+               by_id: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Labelling rows of a candidate's pairwise verdicts: answer A is the candidate's, answer
+    B the baseline's (the first generated config); ``score`` is A's preference."""
+    from bench.judge.base import pair_failure_mode
+
+    metric = "pairwise_preference"
+    sd = rub.score(metric)
+    answers = {g.request_id: g.text for g in a.generations}
+    rows = []
+    for pv in a.pairs.primary:
+        q = by_id[pv.query_id]
+        rows.append({
+            "item_id": item_id(c.spec.config_id, pv.query_id, metric),
+            "config_id": c.spec.config_id, "config": c.spec.label, "query_id": pv.query_id,
+            "category": q.category, "split": q.split, "dataset": done.dataset.name,
+            "judge": "pairwise", "metric": metric, "kind": sd.kind, "rubric": rub.digest,
+            "status": pv.status, "score": pv.preference_a, "approve": None,
+            "rationale": pair_failure_mode(pv)[1], "query": q.text,
+            "answer": answers.get(pv.query_id), "answer_b": baseline.get(pv.query_id),
+            "context": [], "human": None,
+        })
     return rows
 
 

@@ -84,3 +84,33 @@ def test_gate_refused_then_allowed_then_accepted_after_calibration(compose_cfg, 
                                     "judge.calibration.floor=0.0")), tmp_path / "r4")
     assert ok.exit_code == 0
     assert "UNCALIBRATED" not in (tmp_path / "r4" / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_pairwise_verdicts_labelled_and_calibrated(  # type: ignore[no-untyped-def]
+        compose_cfg, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    queries = SyntheticDataset(n_docs=60, n_queries=24, seed=0).load().queries
+    splits = tmp_path / "splits.jsonl"
+    splits.write_text("".join(json.dumps({"query_id": q.query_id, "split": "calibration"})
+                              + "\n" for q in queries))
+    over = [o for o in _overrides(tmp_path / "cache", splits, "calibration", tmp_path / "rec")
+            if not o.startswith("judge")]
+    res = run(compose_cfg([*over, "judge=pairwise", "reranker=maxsim", "reranker.depths=[10]"]),
+              tmp_path / "r")
+    assert res.exit_code == 0
+    rows = [json.loads(x) for x in (tmp_path / "r" / LABELLING_FILE).read_text().splitlines()]
+    assert rows and {(r["judge"], r["kind"]) for r in rows} == {("pairwise", "preference")}
+    ok = [r for r in rows if r["status"] == "ok"]
+    # the scripted judge names the first answer shown in both orders: every ok pair a tie
+    assert ok and {r["score"] for r in ok} == {0.5}
+    assert all(r["answer"] and r["answer_b"] for r in ok)
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps({"item_id": r["item_id"],
+                                          "human": "a" if i == 0 else "tie"}) + "\n"
+                              for i, r in enumerate(ok)))
+    assert calibrate_main([str(labels), str(tmp_path / "r" / LABELLING_FILE),
+                           "--resamples", "20"]) == 0
+    table = capsys.readouterr().out
+    [line] = [x for x in table.splitlines() if x.startswith("pairwise ") and " all " in x]
+    # agreement: every label but the first is the judge's tie
+    assert f"{(len(ok) - 1) / len(ok):.4f}" in line
