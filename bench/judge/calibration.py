@@ -549,41 +549,52 @@ class UncalibratedGate:
     """A gate on an LLM-judge metric let through by ``uncalibrated: allow``, and why it
     would otherwise have been refused."""
 
-    index: int
+    key: str  # the gate's config key (gates[0].metric)
     metric: str
     judge: str
     reason: str
 
 
-def check_calibrated_gates(gates: Sequence[Any], judge: Judge | None,
+def gated_metrics(settings: Any) -> list[tuple[str, str]]:
+    """(config key, metric) of every release gate of a run's settings (``RunSettings``): the
+    ``gates`` and the ``regression`` gates against a baseline."""
+    out = [(f"gates[{i}].metric", g.metric) for i, g in enumerate(settings.gates)]
+    reg = settings.regression
+    if reg is not None:
+        out += [(f"regression.gates[{i}].metric", r.metric) for i, r in enumerate(reg.rules)]
+    return out
+
+
+def check_calibrated_gates(gates: Sequence[tuple[str, str]], judge: Judge | None,
                            block: Mapping[str, Any] | None, *, dataset: str,
                            evaluated: Collection[str]) -> list[UncalibratedGate]:
-    """Before any work: each gate on an LLM judge's metric needs a calibration record that
-    clears the floor (ConfigError naming ``gates[i].metric`` otherwise), unless the policy
-    allows uncalibrated gates: then they are returned, for the report to print.
-    ``evaluated``: the splits of the queries the run evaluates."""
+    """Before any work: each gate (config key, metric; :func:`gated_metrics`) on an LLM
+    judge's metric needs a calibration record that clears the floor (ConfigError naming the
+    gate's key otherwise), unless the policy allows uncalibrated gates: then they are
+    returned, for the report to print. ``evaluated``: the splits of the queries the run
+    evaluates."""
     from bench.judge.llm import LLMJudge
     from bench.judge.stage import _members
 
     if judge is None:
         return []
     emits = {m: j for j in _members(judge) if isinstance(j, LLMJudge) for m in j.metrics}
-    if not any(g.metric in emits for g in gates):
+    if not any(metric in emits for _, metric in gates):
         return []
     policy = CalibrationPolicy.of(block)
     out = []
-    for i, g in enumerate(gates):
-        j = emits.get(g.metric)
+    for key, metric in gates:
+        j = emits.get(metric)
         if j is None:
             continue
-        why = _why_uncalibrated(policy, j.name, j.rubric.digest, g.metric, dataset, evaluated)
+        why = _why_uncalibrated(policy, j.name, j.rubric.digest, metric, dataset, evaluated)
         if why is None:
             continue
         if policy.uncalibrated != "allow":
-            raise ConfigError(f"gates[{i}].metric",
-                              f"{g.metric} is an LLM-judge metric without a calibration "
+            raise ConfigError(key,
+                              f"{metric} is an LLM-judge metric without a calibration "
                               f"clearing the floor: {why}; calibrate it (python -m "
                               f"bench.calibrate LABELS judge_labelling.jsonl --records "
                               f"{policy.records}) or set judge.calibration.uncalibrated=allow")
-        out.append(UncalibratedGate(i, g.metric, j.name, why))
+        out.append(UncalibratedGate(key, metric, j.name, why))
     return out

@@ -10,7 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.judge.calibration import LABELLING_FILE, check_calibrated_gates, labelling_rows
+from bench.judge.calibration import (
+    LABELLING_FILE,
+    check_calibrated_gates,
+    gated_metrics,
+    labelling_rows,
+)
 from bench.report.base import StageReport
 from bench.results.records import Comparison
 
@@ -27,7 +32,7 @@ VERIFIER_METRICS = ("unsupported_numbers", "quantity_consistency", "structured_m
 def uncalibrated(done: Executed) -> list[Any]:
     """The gates let through uncalibrated (the check ``prepare`` made, made again)."""
     block = (done.settings.resolved.get("judge") or {}).get("calibration")
-    return check_calibrated_gates(done.settings.gates, done.comps.judge, block,
+    return check_calibrated_gates(gated_metrics(done.settings), done.comps.judge, block,
                                   dataset=done.dataset.name,
                                   evaluated={q.split for q in done.dataset.queries})
 
@@ -57,12 +62,11 @@ def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
         lines += ["**UNCALIBRATED JUDGE GATES** — allowed by "
                   "`judge.calibration.uncalibrated: allow`; these gates rest on a judge whose "
                   "agreement with humans is not on file:", ""]
-        lines += [f"- `gates[{u.index}]` {u.metric} ({u.judge}): {u.reason}" for u in loose]
+        lines += [f"- `{u.key}` {u.metric} ({u.judge}): {u.reason}" for u in loose]
         lines.append("")
         for u in loose:
-            log.warning("UNCALIBRATED judge gate gates[%d] %s: %s", u.index, u.metric,
-                        u.reason)
-    manifest["uncalibrated_gates"] = [{"gate": u.index, "metric": u.metric, "judge": u.judge,
+            log.warning("UNCALIBRATED judge gate %s %s: %s", u.key, u.metric, u.reason)
+    manifest["uncalibrated_gates"] = [{"gate": u.key, "metric": u.metric, "judge": u.judge,
                                        "reason": u.reason} for u in loose]
     rows = labelling_rows(done)
     if rows:

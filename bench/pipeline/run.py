@@ -42,7 +42,7 @@ from bench.generation.stage import (
     query_subset,
 )
 from bench.index.base import SearchResult
-from bench.judge.calibration import check_calibrated_gates
+from bench.judge.calibration import check_calibrated_gates, gated_metrics
 from bench.judge.repeats import repeat_summary
 from bench.judge.stage import judge_generator, judge_repeats
 from bench.metrics.decisions import DecisionRecord, evaluate_decisions
@@ -184,11 +184,11 @@ def prepare(cfg: DictConfig) -> Prepared:
                     held_out=held_out)
     check_budget_stages(comps, the_plan)
     check_run_gates(settings.gates, the_plan.configs, comps)
-    for u in check_calibrated_gates(settings.gates, comps.judge,
+    for u in check_calibrated_gates(gated_metrics(settings), comps.judge,
                                     OmegaConf.select(cfg, "judge.calibration"),
                                     dataset=dataset.name,
                                     evaluated={q.split for q in dataset.queries}):
-        log.warning("UNCALIBRATED judge gate gates[%d] %s: %s", u.index, u.metric, u.reason)
+        log.warning("UNCALIBRATED judge gate %s %s: %s", u.key, u.metric, u.reason)
     check_decision_configs(settings, the_plan)
     check_capacity_config(settings, the_plan)
     return Prepared(settings, run_id, device, comps, telemetry, dataset, data_timing, gen,

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from bench.calibrate import main
-from bench.config.schema import GateConfig
 from bench.errors import ConfigError, InputError
 from bench.judge.calibration import (
     Boot,
@@ -156,8 +155,7 @@ def _record(tmp_path: Path, kappa: float, digest: str = FAITH) -> Path:
 
 
 def test_gate_refused_uncalibrated_then_accepted_after_calibration(tmp_path: Path) -> None:
-    gates = [GateConfig(metric="unsupported_numbers", max=0.2),
-             GateConfig(metric="faithfulness", min=0.8)]
+    gates = [("gates[0].metric", "unsupported_numbers"), ("gates[1].metric", "faithfulness")]
     block = {"records": str(tmp_path / "records")}
     kw = {"dataset": "foldoc", "evaluated": {"release"}}
     # no record: refused, naming the gate's key; the verifier's gate needs none
@@ -166,7 +164,7 @@ def test_gate_refused_uncalibrated_then_accepted_after_calibration(tmp_path: Pat
         check_calibrated_gates(gates, _suite(), block, **kw)
     # allowed explicitly: let through and reported
     [u] = check_calibrated_gates(gates, _suite(), {**block, "uncalibrated": "allow"}, **kw)
-    assert (u.index, u.metric, u.judge) == (1, "faithfulness", "faithfulness")
+    assert (u.key, u.metric, u.judge) == ("gates[1].metric", "faithfulness", "faithfulness")
     # a record below the floor is refused; one above it is accepted
     _record(tmp_path, 0.2)
     with pytest.raises(ConfigError, match=r"kappa 0\.200 < floor 0\.4"):
@@ -195,3 +193,20 @@ def test_unlabelled_and_bad_human_rows(tmp_path: Path) -> None:
         read_human(_jsonl(tmp_path / "h.jsonl", [{"item_id": "x", "human": None}]))
     with pytest.raises(InputError, match=r"h2.jsonl:1: .*'human'"):
         read_human(_jsonl(tmp_path / "h2.jsonl", [{"item_id": "x", "human": [1]}]))
+
+
+def test_regression_gates_are_release_gates_too(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from bench.config.schema import GateConfig
+    from bench.judge.calibration import gated_metrics
+
+    settings = SimpleNamespace(gates=[GateConfig(metric="e2e_p95_ms", max=1.0)],
+                               regression=SimpleNamespace(rules=[SimpleNamespace(
+                                   metric="faithfulness")]))
+    keys = gated_metrics(settings)
+    assert keys == [("gates[0].metric", "e2e_p95_ms"),
+                    ("regression.gates[0].metric", "faithfulness")]
+    with pytest.raises(ConfigError, match=r"regression\.gates\[0\]\.metric: faithfulness"):
+        check_calibrated_gates(keys, _suite(), {"records": str(tmp_path)}, dataset="foldoc",
+                               evaluated={""})

@@ -51,7 +51,7 @@ def test_gate_refused_then_allowed_then_accepted_after_calibration(compose_cfg, 
                   tmp_path / "r1")
     assert allowed.exit_code == 0
     report = (tmp_path / "r1" / "report.md").read_text()
-    assert "**UNCALIBRATED JUDGE GATES**" in report and "`gates[0]` faithfulness" in report
+    assert "**UNCALIBRATED JUDGE GATES**" in report and "`gates[0].metric` faithfulness" in report
     assert "| unsupported_numbers |" in report
     manifest = json.loads((tmp_path / "r1" / "run.json").read_text())
     assert manifest["stages"]["judge_files"]["uncalibrated_gates"][0]["metric"] == "faithfulness"
