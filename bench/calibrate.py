@@ -39,11 +39,10 @@ from bench.judge.calibration import (
     Calibration,
     Stat,
     agreement_table,
-    read_human,
-    read_labelling,
     records_of,
     write_records,
 )
+from bench.judge.labelling import read_human, read_labelling
 from bench.metrics.cli import OneLineParser, format_table, run_cli
 
 

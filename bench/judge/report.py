@@ -10,12 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.judge.calibration import (
-    LABELLING_FILE,
-    check_calibrated_gates,
-    gated_metrics,
-    labelling_rows,
-)
+from bench.judge.gating import check_calibrated_gates, gated_metrics
+from bench.judge.labelling import LABELLING_FILE, labelling_rows
 from bench.report.base import StageReport
 from bench.results.records import Comparison
 

@@ -42,7 +42,7 @@ from bench.generation.stage import (
     query_subset,
 )
 from bench.index.base import SearchResult
-from bench.judge.calibration import check_calibrated_gates, gated_metrics
+from bench.judge.gating import check_calibrated_gates, gated_metrics
 from bench.judge.repeats import repeat_summary
 from bench.judge.stage import judge_generator, judge_repeats
 from bench.metrics.decisions import DecisionRecord, evaluate_decisions

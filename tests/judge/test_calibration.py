@@ -12,18 +12,18 @@ from bench.calibrate import main
 from bench.errors import ConfigError, InputError
 from bench.judge.calibration import (
     Boot,
-    CalibrationPolicy,
-    Item,
+    Calibration,
+    MetricAgreement,
+    Stat,
     _rate,
     agreement_table,
     bootstrap,
-    check_calibrated_gates,
-    read_human,
-    read_labelling,
     records_of,
     write_records,
 )
 from bench.judge.faithfulness import FaithfulnessJudge
+from bench.judge.gating import CalibrationPolicy, check_calibrated_gates, gated_metrics
+from bench.judge.labelling import Item, read_human, read_labelling
 from bench.judge.relevancy import AnswerRelevancyJudge
 from bench.judge.rubric import rubric
 from bench.judge.suite import JudgeSuite
@@ -144,8 +144,6 @@ def _suite() -> JudgeSuite:
 def _record(tmp_path: Path, kappa: float, digest: str = FAITH) -> Path:
     items = [Item(f"c:q{i}:faithfulness", "faithfulness", "faithfulness", "ratio", "a",
                   "calibration", "foldoc", digest, "ok", 1.0, True) for i in range(2)]
-    from bench.judge.calibration import Calibration, MetricAgreement, Stat
-
     s = Stat(kappa, kappa - 0.1, kappa + 0.1, 100)
     cal = Calibration("calibration", 2, 0, (MetricAgreement(
         "faithfulness", "faithfulness", "all", 2, 0, s, s, s, None, None, 1.0),), tuple(items))
@@ -199,7 +197,6 @@ def test_regression_gates_are_release_gates_too(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
     from bench.config.schema import GateConfig
-    from bench.judge.calibration import gated_metrics
 
     settings = SimpleNamespace(gates=[GateConfig(metric="e2e_p95_ms", max=1.0)],
                                regression=SimpleNamespace(rules=[SimpleNamespace(

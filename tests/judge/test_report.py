@@ -14,7 +14,7 @@ import pytest
 from bench.calibrate import main as calibrate_main
 from bench.data.synthetic import SyntheticDataset
 from bench.errors import ConfigError
-from bench.judge.calibration import LABELLING_FILE
+from bench.judge.labelling import LABELLING_FILE
 from bench.pipeline.run import run
 
 ECHO = "generator._target_=tests.pipeline.test_generation_plan.EchoGenerator"
