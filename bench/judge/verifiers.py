@@ -166,8 +166,10 @@ class UnsupportedNumbers(Verifier):
             return self._na(item, "closed-book answer: no context to check against")
         answer = strip_citations(item.answer or "")
         found = self.unsupported(answer, f"{item.query}\n{context_text(item.context)}")
-        flagged = any(found.values())
-        return self._ok(item, 1.0 if flagged else 0.0, found)
+        shown = [f"{x:g}" if isinstance(x, float) else str(x) for v in found.values() for x in v]
+        info: dict[str, Any] = {**found, "flagged": ("not in the context: " + " | ".join(shown)
+                                                     if shown else "")}
+        return self._ok(item, 1.0 if shown else 0.0, info)
 
 
 # --------------------------------------------------------------------------- quantities

@@ -48,7 +48,12 @@ def test_unsupported_number_date_and_identifier_are_flagged():
         "RFC 1149 was published on 1 April 1990. It lists 1024 hosts."))
     assert v.status == OK and v.score("unsupported_numbers") == 1.0
     got = json.loads(v.detail)
-    assert got == {"numbers": [7.0], "dates": ["1999-04-01"], "identifiers": ["rfc2549"]}
+    assert got == {"numbers": [7.0], "dates": ["1999-04-01"], "identifiers": ["rfc2549"],
+                   "flagged": "not in the context: 7 | 1999-04-01 | rfc2549"}
+    # judgements.parquet's failure mode and rationale of the verdict
+    from bench.judge.base import failure_mode
+
+    assert failure_mode(v) == ("flagged", "not in the context: 7 | 1999-04-01 | rfc2549")
 
 
 def test_answer_whose_numbers_are_all_in_context_or_question_is_not_flagged():
@@ -57,6 +62,9 @@ def test_answer_whose_numbers_are_all_in_context_or_question_is_not_flagged():
         "RFC 1149 was published on April 1, 1990. It lists 1024 hosts.", query="What is RFC 1149?"))
     assert v.score("unsupported_numbers") == 0.0
     assert not any(json.loads(v.detail).values())
+    from bench.judge.base import failure_mode
+
+    assert failure_mode(v) == ("", "")
 
 
 def test_closed_book_and_missing_answers():
