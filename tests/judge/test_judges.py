@@ -200,4 +200,7 @@ def test_rows_for_per_query_parquet() -> None:
 def test_the_suite_finds_its_judges_by_option_file_name() -> None:
     # no second registry: conf/judge/<name>.yaml is the name
     assert set(pointwise_judges()) == {"faithfulness", "answer_relevancy", "context_relevance",
-                                       "citations", "refusal", "diagnostics"}
+                                       "citations", "refusal", "diagnostics",
+                                       # verifiers that ask no model (bench.judge.verifiers)
+                                       "unsupported_numbers", "quantity_consistency",
+                                       "structured_match", "nli_support"}
