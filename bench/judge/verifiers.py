@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 from bench.config.build import OptionError
 from bench.context.base import Context, strip_citations
+from bench.generation.base import Generator
 from bench.judge.base import OK, JudgeItem, Verdict
 from bench.judge.llm import detail
 from bench.metrics.answer import (
@@ -61,6 +62,10 @@ class Verifier:
     metrics: tuple[str, ...] = ()
     #: bump when a verifier's rule changes what it reports (part of the cache key)
     version = "1"
+
+    def __init__(self, *, generator: Generator | None = None) -> None:
+        # the pipeline hands every judge the judge model; a verifier asks none
+        del generator
 
     def cache_params(self) -> dict[str, object]:
         return {"verifier": self.name, "version": self.version, **self.options()}
@@ -132,8 +137,9 @@ class UnsupportedNumbers(Verifier):
     name = "unsupported_numbers"
     metrics = ("unsupported_numbers",)
 
-    def __init__(self, *, rel_tol: float = 0.0, identifiers: bool = True,
-                 dates: bool = True) -> None:
+    def __init__(self, *, generator: Generator | None = None, rel_tol: float = 0.0,
+                 identifiers: bool = True, dates: bool = True) -> None:
+        super().__init__(generator=generator)
         if rel_tol < 0:
             raise OptionError("rel_tol", f"must be >= 0, got {rel_tol}")
         self.rel_tol = rel_tol
@@ -210,7 +216,8 @@ class QuantityConsistency(Verifier):
     name = "quantity_consistency"
     metrics = ("quantity_consistency",)
 
-    def __init__(self, *, rel_tol: float = 0.03) -> None:
+    def __init__(self, *, generator: Generator | None = None, rel_tol: float = 0.03) -> None:
+        super().__init__(generator=generator)
         if rel_tol < 0:
             raise OptionError("rel_tol", f"must be >= 0, got {rel_tol}")
         self.rel_tol = rel_tol
@@ -295,7 +302,8 @@ class StructuredMatch(Verifier):
     name = "structured_match"
     metrics = ("structured_match",)
 
-    def __init__(self, *, rel_tol: float = 0.0) -> None:
+    def __init__(self, *, generator: Generator | None = None, rel_tol: float = 0.0) -> None:
+        super().__init__(generator=generator)
         if rel_tol < 0:
             raise OptionError("rel_tol", f"must be >= 0, got {rel_tol}")
         self.rel_tol = rel_tol
@@ -389,8 +397,9 @@ class NLISupport(Verifier):
     name = "nli_support"
     metrics = ("nli_support",)
 
-    def __init__(self, *, model: str = "lexical", threshold: float = 0.5,
-                 device: str = "cpu") -> None:
+    def __init__(self, *, generator: Generator | None = None, model: str = "lexical",
+                 threshold: float = 0.5, device: str = "cpu") -> None:
+        super().__init__(generator=generator)
         if not 0.0 <= threshold <= 1.0:
             raise OptionError("threshold", f"must be in [0, 1], got {threshold}")
         self.model_name = model
