@@ -1,6 +1,14 @@
 """``python -m bench.calibrate LABELS VERDICTS``: judge agreement with human labels.
 
-Both files are JSONL, one object per line:
+The calibration loop (``bench.judge.calibration``): VERDICTS is a run's
+``judge_labelling.jsonl`` and LABELS its filled-in ``{"item_id", "human"}`` rows; per judge
+metric and category, on the ``calibration`` split (``--split``): Cohen's kappa, false-approval
+and false-rejection rates, weighted kappa and Spearman's rho for graded labels, each with a
+bootstrap CI; ``--records DIR`` writes the calibration records release gates check. A labels
+id that matches no verdict, a label that does not fit its rubric's score kind, a rubric
+missing a score definition: one line naming the file, exit 2.
+
+The older flat form compares labels as strings; both files are JSONL, one object per line:
 
 - LABELS (human verdicts): ``query_id``, ``judge``, ``label``, ``category``;
 - VERDICTS (the judge's): ``query_id``, ``judge``, ``label`` and optionally ``status``
@@ -16,14 +24,25 @@ is wrong`` and exit code 2.
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.docs import GENERATION
 from bench.errors import InputError
 from bench.judge.base import OK, Verdict
+from bench.judge.calibration import (
+    CALIBRATION_SPLIT,
+    Calibration,
+    Stat,
+    agreement_table,
+    records_of,
+    write_records,
+)
+from bench.judge.labelling import read_human, read_labelling
 from bench.metrics.cli import OneLineParser, format_table, run_cli
 
 
@@ -167,7 +186,66 @@ def _parser() -> OneLineParser:
     p.add_argument("verdicts", type=Path, help="judge verdicts JSONL (query_id, judge, label, "
                                                "[status])")
     p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--split", default=CALIBRATION_SPLIT,
+                   help="the split agreement is measured on (labelling files only)")
+    p.add_argument("--records", type=Path, default=None,
+                   help="write one calibration record per judge here (e.g. "
+                        "conf/judge/calibration), for release gates")
+    p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    p.add_argument("--confidence", type=float, default=0.95, help="CI level")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     return p
+
+
+def _is_labelling(path: Path) -> bool:
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    return False
+                return isinstance(obj, dict) and "item_id" in obj
+    return False
+
+
+def _stat(s: Stat | None) -> str:
+    if s is None or s.value is None:
+        return "-"
+    if s.ci_low is None or s.ci_high is None:
+        return f"{s.value:.3f}"
+    return f"{s.value:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]"
+
+
+def calibration_table(cal: Calibration, confidence: float) -> str:
+    """The agreement table: one row per judge metric and scope, statistics with CIs."""
+    head = (f"split {cal.split}: {cal.n_labelled - cal.n_other_split} labelled items compared "
+            f"({cal.n_other_split} labelled items on other splits left out); "
+            f"{100 * confidence:g} % percentile bootstrap CIs over items")
+    return head + "\n" + format_table(
+        ["judge", "metric", "scope", "n", "not_ok", "agreement", "kappa", "false_approval",
+         "false_rejection", "weighted_kappa", "spearman"],
+        [[a.judge, a.metric, a.scope, a.n, a.n_unusable, a.agreement, _stat(a.kappa),
+          _stat(a.false_approval), _stat(a.false_rejection), _stat(a.weighted_kappa),
+          _stat(a.spearman)] for a in cal.results])
+
+
+def _loop(args: argparse.Namespace) -> int:
+    items = read_labelling(args.verdicts)
+    human = read_human(args.labels)
+    if args.resamples < 1:
+        raise InputError(args.labels, 0, "--resamples must be >= 1")
+    cal = agreement_table(items, human, labels_path=args.labels, split=args.split,
+                          resamples=args.resamples, seed=args.seed,
+                          confidence=args.confidence)
+    if args.format == "json":
+        print(json.dumps([asdict(a) for a in cal.results], indent=2))
+    else:
+        print(calibration_table(cal, args.confidence))
+    if args.records is not None:
+        for path in write_records(records_of(cal, args.labels, args.confidence), args.records):
+            print(f"wrote {path}", file=sys.stderr)
+    return 0
 
 
 def _table(results: Sequence[Agreement]) -> str:
@@ -186,6 +264,8 @@ def _table(results: Sequence[Agreement]) -> str:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
+    if _is_labelling(args.verdicts):
+        return _loop(args)
     labels = read_rows(args.labels, human=True)
     verdicts = read_rows(args.verdicts, human=False)
     results = calibrate(labels, verdicts)

@@ -16,7 +16,10 @@ correctness on an answerable query).
 
 Adding a judge: subclass ``bench.judge.llm.LLMJudge`` (or implement ``Judge``) in a module
 here, declare its metric names in ``bench/metrics/registry.py`` and add
-``conf/judge/<name>.yaml`` (the suite finds a pointwise judge there by its file name).
+``conf/judge/<name>.yaml`` (the suite finds a pointwise judge there by its file name). An LLM
+judge's prompts, score definitions and examples go in ``conf/judge/rubrics/<name>.yaml``
+(``bench.judge.rubric``); a check that asks no model subclasses
+``bench.judge.verifiers.Verifier`` instead.
 """
 
 from __future__ import annotations
@@ -241,7 +244,7 @@ def position_consistency(verdicts: Iterable[PairVerdict]) -> Rate:
 #: a verdict's failure modes (:func:`failure_mode`); "" when nothing failed
 FAILURE_MODES = ("", "unsupported_claims", "abstained", "no_claims", "schema",
                  "invalid_partition", "backend", "no_answer", "not_applicable",
-                 "position_flip")
+                 "position_flip", "flagged")
 _PARTITION_ERRORS = ("repeated in", " in both ", "out of range", "missing (every number")
 
 
@@ -270,14 +273,17 @@ def failure_mode(v: Verdict) -> tuple[str, str]:
     """(failure mode, rationale) of a verdict, read from what it recorded (no extra call):
 
     ``ok``: "" — except a faithfulness verdict with unsupported claims, ``unsupported_claims``
-    with those claims as the rationale; elsewhere the rationale is the judge's own ``reason``
-    where its schema has one. ``no_claims``: ``abstained`` (a refusal pattern matched) or
+    with those claims as the rationale, and a verifier's finding ``flagged`` with what it
+    flagged; elsewhere the rationale is the judge's own ``reason`` where its schema has one.
+    ``no_claims``: ``abstained`` (a refusal pattern matched) or
     ``no_claims``. ``invalid``: ``invalid_partition`` (the claim partition was not complete
     and disjoint on every attempt) or ``schema`` (the output never parsed), with the last
     rejection. ``error``: ``backend`` (the judge model's call failed) or ``no_answer`` (the
     answer was never generated: nothing to judge)."""
     detail = json.loads(v.detail) if v.detail else {}
     if v.status == OK:
+        if detail.get("flagged"):  # a verifier's finding (bench.judge.verifiers)
+            return "flagged", str(detail["flagged"])
         if detail.get("unsupported"):
             claims = detail.get("claims", [])
             names = [claims[i - 1] for i in detail["unsupported"] if 0 < i <= len(claims)]

@@ -37,16 +37,13 @@ from bench.judge.llm import (
     detail,
     partition_schema,
 )
+from bench.judge.rubric import prompts
 from bench.judge.structured import Task
 from bench.metrics.answer import AbstentionDetector, split_sentences
 from bench.metrics.base import ERROR, NO_CLAIMS, NOT_APPLICABLE
 
-SYSTEM = (
-    "You check citations. For each numbered pair, decide whether the cited passage supports "
-    "the sentence (states it or directly implies it). Put every pair number in exactly one of "
-    "the two lists. Reply with JSON only."
-)
-USER = 'Pairs:\n{pairs}\n\nReturn {{"supported": [pair numbers], "unsupported": [pair numbers]}}.'
+#: the prompt templates live in the rubric (conf/judge/rubrics/citations.yaml)
+SYSTEM, USER = prompts("citations", "system", "user")
 _QUOTE = r"[\"“]([^\"“”]{%d,})[\"”]"
 
 

@@ -15,18 +15,12 @@ from pydantic import BaseModel, Field
 from bench.generation.base import ChatMessage
 from bench.judge.base import OK, JudgeItem, Verdict
 from bench.judge.llm import LLMJudge, detail, partition_errors
+from bench.judge.rubric import prompts
 from bench.judge.structured import JudgeSchema, Task
 from bench.metrics.base import NOT_APPLICABLE
 
-SYSTEM = (
-    "You decide, for each numbered passage, whether it contains information that helps "
-    "answer the question. Put every passage number in exactly one of the two lists. "
-    "Reply with JSON only."
-)
-USER = (
-    'Question: {query}\n\nPassages:\n{passages}\n\n'
-    'Return {{"relevant": [passage numbers], "irrelevant": [passage numbers]}}.'
-)
+#: the prompt templates live in the rubric (conf/judge/rubrics/context_relevance.yaml)
+SYSTEM, USER = prompts("context_relevance", "system", "user")
 
 
 class PassageRelevance(JudgeSchema):

@@ -27,25 +27,14 @@ from bench.judge.llm import (
     partition_schema,
     render_context,
 )
+from bench.judge.rubric import prompts
 from bench.judge.structured import JudgeSchema, Task
 from bench.metrics.answer import AbstentionDetector
 from bench.metrics.base import ERROR, NO_CLAIMS
 
-EXTRACT_SYSTEM = (
-    "You split an answer into atomic factual claims. Each claim is one short, self-contained "
-    "statement that the answer makes; do not add facts or merge claims. A refusal or an answer "
-    "without factual content has no claims. Reply with JSON only."
-)
-EXTRACT_USER = 'Question: {query}\nAnswer: {answer}\n\nReturn {{"claims": [...]}}.'
-VERIFY_SYSTEM = (
-    "You check claims against context passages. A claim is supported only when the passages "
-    "state it or directly imply it. Put every claim number in exactly one of the two lists. "
-    "Reply with JSON only."
-)
-VERIFY_USER = (
-    'Context:\n{context}\n\nClaims:\n{claims}\n\n'
-    'Return {{"supported": [claim numbers], "unsupported": [claim numbers]}}.'
-)
+#: the prompt templates live in the rubric (conf/judge/rubrics/faithfulness.yaml)
+EXTRACT_SYSTEM, EXTRACT_USER, VERIFY_SYSTEM, VERIFY_USER = prompts(
+    "faithfulness", "extract_system", "extract_user", "verify_system", "verify_user")
 
 
 class Claims(JudgeSchema):

@@ -12,6 +12,7 @@ from bench.config.build import OptionError
 from bench.context.base import Context, tag
 from bench.generation.base import Generator, SamplingParams
 from bench.judge.base import JudgeItem, Verdict
+from bench.judge.rubric import rubric
 from bench.judge.structured import JudgeSchema, StructuredCaller, schema_text
 
 M = TypeVar("M", bound=BaseModel)
@@ -110,6 +111,9 @@ class LLMJudge:
         if temperature < 0:
             raise OptionError("temperature", f"must be >= 0, got {temperature}")
         self.generator = generator
+        # the rubric must define every metric this judge emits (exit 2 before any work)
+        self.rubric = rubric(self.name)
+        self.rubric.check(self.metrics, ())
         self.max_retries = max_retries
         self.sampling = SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed)
         self.feedback = feedback
@@ -134,5 +138,7 @@ class LLMJudge:
             "feedback": self.feedback,
             "prompts": list(self.prompts),
             "schemas": [schema_text(m) for m in self.schemas()],
+            # prompts, score definitions and examples (conf/judge/rubrics/<name>.yaml)
+            "rubric": self.rubric.digest,
         }
 

@@ -26,18 +26,12 @@ from bench.context.base import strip_citations
 from bench.generation.base import ChatMessage, Generator
 from bench.judge.base import OK, JudgeCall, PairItem, PairVerdict
 from bench.judge.llm import LLMJudge, render_context
+from bench.judge.rubric import prompts
 from bench.judge.structured import JudgeSchema, Task
 from bench.metrics.base import ERROR, INVALID
 
-SYSTEM = (
-    "You compare two answers to the same question, using the context passages as the source "
-    "of truth. Prefer the answer that is correct, supported by the context and complete; "
-    "ignore length and style. Answer \"tie\" when neither is better. Reply with JSON only."
-)
-USER = (
-    'Context:\n{context}\n\nQuestion: {query}\n\nAnswer A: {a}\n\nAnswer B: {b}\n\n'
-    'Return {{"reason": "...", "winner": "A" | "B" | "tie"}}.'
-)
+#: the prompt templates live in the rubric (conf/judge/rubrics/pairwise.yaml)
+SYSTEM, USER = prompts("pairwise", "system", "user")
 
 
 class Preference(JudgeSchema):

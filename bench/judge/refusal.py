@@ -16,16 +16,13 @@ from bench.context.base import strip_citations
 from bench.generation.base import ChatMessage, Generator
 from bench.judge.base import OK, JudgeItem, Verdict
 from bench.judge.llm import LLMJudge, detail
+from bench.judge.rubric import prompts
 from bench.judge.structured import JudgeSchema, Task
 from bench.metrics.answer import AbstentionDetector
 from bench.metrics.base import ERROR, NOT_APPLICABLE
 
-SYSTEM = (
-    "You decide whether an answer declines to answer the question: it says it does not know, "
-    "that the information is not available, or otherwise gives no answer. An answer that "
-    "states facts in reply to the question is not a refusal. Reply with JSON only."
-)
-USER = 'Question: {query}\nAnswer: {answer}\n\nReturn {{"reason": "...", "refused": true|false}}.'
+#: the prompt templates live in the rubric (conf/judge/rubrics/refusal.yaml)
+SYSTEM, USER = prompts("refusal", "system", "user")
 
 
 class Refusal(JudgeSchema):

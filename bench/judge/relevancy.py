@@ -15,14 +15,12 @@ from bench.context.base import strip_citations
 from bench.generation.base import ChatMessage
 from bench.judge.base import OK, JudgeItem, Verdict
 from bench.judge.llm import LLMJudge, detail
+from bench.judge.rubric import prompts
 from bench.judge.structured import JudgeSchema, Task
 from bench.metrics.base import ERROR
 
-SYSTEM = (
-    "You rate how well an answer addresses a question, ignoring whether it is true. "
-    "1 = does not address it, 3 = partly, 5 = fully and directly. Reply with JSON only."
-)
-USER = 'Question: {query}\nAnswer: {answer}\n\nReturn {{"reason": "...", "rating": 1-5}}.'
+#: the prompt templates live in the rubric (conf/judge/rubrics/answer_relevancy.yaml)
+SYSTEM, USER = prompts("answer_relevancy", "system", "user")
 
 
 class Rating(JudgeSchema):

@@ -67,11 +67,14 @@ def reseeded(judge: Judge, offset: int) -> Judge:
     own plus ``offset``."""
     from bench.judge.llm import LLMJudge
     from bench.judge.suite import JudgeSuite
+    from bench.judge.verifiers import Verifier
 
     if isinstance(judge, JudgeSuite):
         out = copy.copy(judge)
         out.judges = [reseeded(j, offset) for j in judge.judges]  # type: ignore[misc]
         return out
+    if isinstance(judge, Verifier):
+        return judge  # asks no model: every repeat gives the same verdict
     if isinstance(judge, LLMJudge):
         out_j = copy.copy(judge)
         out_j.sampling = replace(judge.sampling, seed=judge.sampling.seed + offset)

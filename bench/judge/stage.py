@@ -147,5 +147,5 @@ def judge_generator(judge: Judge) -> Generator | None:
     asks no model."""
     from bench.judge.llm import LLMJudge
 
-    first = _members(judge)[0]
-    return first.generator if isinstance(first, LLMJudge) else None
+    first = next((j for j in _members(judge) if isinstance(j, LLMJudge)), None)
+    return None if first is None else first.generator

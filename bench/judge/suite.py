@@ -2,7 +2,8 @@
 
 A judge's name is its option's file name, as everywhere: ``conf/judge/<name>.yaml`` names its
 class in ``_target_`` (no second registry). A suite member must be a pointwise judge
-(``bench.judge.llm.LLMJudge``); the pairwise judge compares configs and runs on its own.
+(``bench.judge.llm.LLMJudge``) or a verifier that asks no model (``bench.judge.verifiers``);
+the pairwise judge compares configs and runs on its own.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from bench.config.build import OptionError, target_of
 from bench.generation.base import Generator
 from bench.judge.base import JudgeItem, Verdict
 from bench.judge.llm import LLMJudge
+from bench.judge.verifiers import Verifier
 from bench.metrics.base import QueryValue
 
 #: where the judge options live (``conf/judge/<name>.yaml``)
@@ -22,17 +24,18 @@ JUDGE_CONF = Path(__file__).resolve().parents[2] / "conf" / "judge"
 NOT_MEMBERS = ("none", "suite", "pairwise")
 
 
-def pointwise_judges() -> dict[str, type[LLMJudge]]:
+def pointwise_judges() -> dict[str, type[LLMJudge] | type[Verifier]]:
     """Every pointwise judge option by name: ``conf/judge/<name>.yaml`` whose ``_target_`` is
-    an ``LLMJudge``."""
+    an ``LLMJudge`` or a ``Verifier`` (bench.judge.verifiers: no model, built with its
+    defaults in a suite)."""
     from omegaconf import OmegaConf
 
-    out: dict[str, type[LLMJudge]] = {}
+    out: dict[str, type[LLMJudge] | type[Verifier]] = {}
     for path in sorted(JUDGE_CONF.glob("*.yaml")):
         if path.stem in NOT_MEMBERS:
             continue
         cls = target_of(OmegaConf.load(path), f"judge={path.stem}")
-        if isinstance(cls, type) and issubclass(cls, LLMJudge):
+        if isinstance(cls, type) and issubclass(cls, LLMJudge | Verifier):
             out[path.stem] = cls
     return out
 
@@ -55,9 +58,11 @@ class JudgeSuite:
             raise OptionError("judges", f"unknown {unknown}; choose from {sorted(known)}")
         if len(set(judges)) != len(judges):
             raise OptionError("judges", "a judge is listed twice")
-        self.judges = [known[j](generator=generator, max_retries=max_retries,
-                                 max_tokens=max_tokens, temperature=temperature, seed=seed,
-                                 feedback=feedback) for j in judges]
+        self.judges: list[LLMJudge | Verifier] = [
+            cls() if issubclass(cls, Verifier) else
+            cls(generator=generator, max_retries=max_retries, max_tokens=max_tokens,
+                temperature=temperature, seed=seed, feedback=feedback)
+            for cls in (known[j] for j in judges)]
         self.metrics = tuple(m for j in self.judges for m in j.metrics)
 
     def cache_params(self) -> dict[str, object]:

@@ -322,6 +322,18 @@ for _family, _desc in (
     ("pairwise_preference", "1 win, 0.5 tie, 0 loss of the config against the other, both orders"),
 ):
     register(MetricFamily(_family, True, "fraction", "mean", "none", _desc, layer="judge"))
+# Verifiers that ask no model (bench/judge/verifiers.py), run as judges: per-query values of
+# `ok` verdicts; not_applicable rows (nothing to check) are counted, never averaged.
+register(MetricFamily("unsupported_numbers", False, "fraction", "mean", "none",
+                      "1 when the answer states a number, date or identifier absent from its "
+                      "context and question (mean: the rate of such answers)", layer="judge"))
+for _family, _desc in (
+    ("quantity_consistency", "unit amounts matching the context after conversion and stated "
+                             "calculations that hold / such checks"),
+    ("structured_match", "fields of a JSON expected answer matched by the answer's JSON / fields"),
+    ("nli_support", "answer sentences some context passage entails (NLI model) / sentences"),
+):
+    register(MetricFamily(_family, True, "fraction", "mean", "none", _desc, layer="judge"))
 for _family, _desc in (
     ("position_consistency", "pairwise verdicts that agree in both presentation orders"),
     ("judge_schema_validity", "judge calls whose first raw output passed schema and validator"),

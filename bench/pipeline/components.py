@@ -231,13 +231,14 @@ def memoised(generator: Generator, cfg: DictConfig) -> Generator:
 
 
 def build_judge_target(cfg: DictConfig) -> dict[str, Any] | None:
-    """The judge config as a plain dict, or None for `judge=none`."""
+    """The judge config as a plain dict, or None for `judge=none`. ``calibration`` is the
+    gates' policy (bench.judge.calibration, read by the run's gate check), not an option."""
     from bench.config.build import target_of, to_container
 
     if target_of({k: v for k, v in to_container(cfg.judge).items() if k != "generator"},
                  "judge") is None:
         return None
-    return dict(to_container(cfg.judge))
+    return {k: v for k, v in to_container(cfg.judge).items() if k != "calibration"}
 
 
 def validate_top_level(cfg: DictConfig) -> None:

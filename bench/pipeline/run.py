@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from bench.cache.store import ArtifactStore
 from bench.config.build import build
@@ -42,6 +42,7 @@ from bench.generation.stage import (
     query_subset,
 )
 from bench.index.base import SearchResult
+from bench.judge.gating import check_calibrated_gates, gated_metrics
 from bench.judge.repeats import repeat_summary
 from bench.judge.stage import judge_generator, judge_repeats
 from bench.metrics.decisions import DecisionRecord, evaluate_decisions
@@ -183,6 +184,11 @@ def prepare(cfg: DictConfig) -> Prepared:
                     held_out=held_out)
     check_budget_stages(comps, the_plan)
     check_run_gates(settings.gates, the_plan.configs, comps)
+    for u in check_calibrated_gates(gated_metrics(settings), comps.judge,
+                                    OmegaConf.select(cfg, "judge.calibration"),
+                                    dataset=dataset.name,
+                                    evaluated={q.split for q in dataset.queries}):
+        log.warning("UNCALIBRATED judge gate %s %s: %s", u.key, u.metric, u.reason)
     check_decision_configs(settings, the_plan)
     check_capacity_config(settings, the_plan)
     return Prepared(settings, run_id, device, comps, telemetry, dataset, data_timing, gen,

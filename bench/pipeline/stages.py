@@ -68,6 +68,9 @@ STAGES: tuple[Stage, ...] = (
            "answered_accuracy", "abstention_hallucination_rate"),
           builder="bench.pipeline.components:build_answers", config_kinds=("generated",),
           outputs="bench.generation.outputs:OUTPUTS"),
+    # the judge's own results: the labelling file of the calibration loop, the verifiers'
+    # rates, gates let through on uncalibrated judges (bench.judge.report)
+    Stage("judge_files", (), writer="bench.judge.report:write"),
     # a black-box RAG service as configs of the run (bench.system): after bench's own
     Stage("system", ("system",), "bench.system.stage:expand",
           builder="bench.system.stage:build", outputs=Outputs(kinds=("system",)),

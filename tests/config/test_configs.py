@@ -110,10 +110,11 @@ def test_every_option_instantiates(group: str, option: str, compose_cfg) -> None
         assert err.value.key == LOCAL_FILES[group, option]
         return
     node = cfg[group]
-    if group == "judge":  # judge.repeats is the stage's option: the pipeline takes it off
+    if group == "judge":  # judge.repeats and the gates' calibration policy are the stage's
         from bench.config.build import to_container
 
-        node = {k: v for k, v in to_container(node).items() if k != "repeats"}
+        node = {k: v for k, v in to_container(node).items()
+                if k not in ("repeats", "calibration")}
     if group == "rewriter":  # built by its stage: a generator block and suite members
         from bench.rewrite.stage import build as build_rewriter
 

@@ -27,9 +27,10 @@ CTX = Context("q1", "What is X?", (
 
 
 def test_every_judge_metric_is_registered() -> None:
-    # RAGChecker's diagnostics are shares of failing claims: lower is better
+    # RAGChecker's diagnostics are shares of failing claims, and the unsupported-number
+    # verifier flags answers: lower is better
     lower = {"noise_sensitivity_relevant", "noise_sensitivity_irrelevant", "hallucination",
-             "self_knowledge"}
+             "self_knowledge", "unsupported_numbers"}
     for cls in (*pointwise_judges().values(), PairwisePreferenceJudge):
         for m in cls.metrics:  # type: ignore[attr-defined]
             assert parse_metric(m).higher_is_better == (m not in lower)
@@ -199,4 +200,7 @@ def test_rows_for_per_query_parquet() -> None:
 def test_the_suite_finds_its_judges_by_option_file_name() -> None:
     # no second registry: conf/judge/<name>.yaml is the name
     assert set(pointwise_judges()) == {"faithfulness", "answer_relevancy", "context_relevance",
-                                       "citations", "refusal", "diagnostics"}
+                                       "citations", "refusal", "diagnostics",
+                                       # verifiers that ask no model (bench.judge.verifiers)
+                                       "unsupported_numbers", "quantity_consistency",
+                                       "structured_match", "nli_support"}

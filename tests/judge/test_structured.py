@@ -81,7 +81,9 @@ def test_every_judge_schema_compiles_for_guided_decoding() -> None:
     from bench.judge.pairwise import PairwisePreferenceJudge
     from bench.judge.suite import pointwise_judges
 
-    classes: list[type[LLMJudge]] = [*pointwise_judges().values(), PairwisePreferenceJudge]
+    classes: list[type[LLMJudge]] = [  # verifiers ask no model: no schema
+        *(c for c in pointwise_judges().values() if issubclass(c, LLMJudge)),
+        PairwisePreferenceJudge]
     for cls in classes:
         for model in cls.schemas():
             assert xgr.Grammar.from_json_schema(schema_text(model)) is not None

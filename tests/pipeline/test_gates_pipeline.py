@@ -32,7 +32,9 @@ def _overrides(cache: Path, *extra: str) -> list[str]:
             "metrics.bootstrap_resamples=100", "report.plot=false",
             "generator._target_=test_generation_plan.EchoGenerator", "judge=suite",
             "judge.judges=[faithfulness,answer_relevancy,refusal]",
-            "reranker=maxsim", "reranker.depths=[10]", "generation.max_queries=12", *extra]
+            "reranker=maxsim", "reranker.depths=[10]", "generation.max_queries=12",
+            # the scripted judge has no calibration record (bench.judge.calibration)
+            "judge.calibration.uncalibrated=allow", *extra]
 
 
 def _timings(rows: list[dict]) -> tuple[StageTiming, ...]:

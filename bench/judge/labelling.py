@@ -1,0 +1,193 @@
+"""The labelling file of the calibration loop (``bench.judge.calibration``).
+
+``judge_labelling.jsonl`` (run dir): one row per (config, query, LLM-judge metric) with the
+query, the answer (a pairwise row: ``answer`` A the candidate's, ``answer_b`` B the
+baseline's), the context passages, the verdict's score on the rubric's scale and whether it
+approves (``approve_at``), its rationale, the rubric hash, the query's split and category,
+its status and ``"human": null`` for labellers to fill in. Labels come back as
+``{"item_id", "human"}`` rows (:func:`read_human`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.errors import InputError
+from bench.judge.rubric import Rubric, ScoreDef
+
+LABELLING_FILE = "judge_labelling.jsonl"
+
+
+def item_id(config_id: str, query_id: str, metric: str) -> str:
+    return f"{config_id}:{query_id}:{metric}"
+
+
+def approves(sd: ScoreDef, hib: bool, value: float) -> bool:
+    """Whether ``value`` (on the rubric's scale) is an approval under ``sd.approve_at``
+    (``hib``: the metric is higher-is-better)."""
+    return value >= sd.approve_at if hib else value <= sd.approve_at
+
+
+def higher_is_better(metric: str) -> bool:
+    from bench.metrics.registry import find_metric
+
+    spec = find_metric(metric)
+    return True if spec is None else spec.higher_is_better
+
+
+def labelling_rows(done: Any) -> list[dict[str, Any]]:
+    """``judge_labelling.jsonl`` rows of a finished run (``Executed``): every verdict of every
+    LLM judge metric of every generated config; nothing without an LLM judge."""
+    from bench.judge.base import failure_mode
+    from bench.judge.llm import LLMJudge
+    from bench.judge.stage import _members
+    from bench.pipeline.answers import answered
+    from bench.pipeline.lanes import ConfigKind
+
+    judge = done.comps.judge
+    if judge is None:
+        return []
+    llm = {j.name: j for j in _members(judge) if isinstance(j, LLMJudge)}
+    if not llm:
+        return []
+    by_id = {q.query_id: q for q in done.dataset.queries}
+    rows: list[dict[str, Any]] = []
+    baseline: dict[str, str] | None = None  # the pairwise baseline's answers (first config)
+    for c in done.configs:
+        if c.spec.kind is not ConfigKind.GENERATED or c.pool is None:
+            continue
+        a = answered(c.spec, done.executor)
+        answers = {g.request_id: g for g in a.generations}
+        contexts = {x.query_id: x for x in a.contexts}
+        if baseline is None:
+            baseline = {g.request_id: g.text for g in a.generations if g.status == "ok"}
+        if a.pairs is not None and "pairwise" in llm:
+            rows += _pair_rows(done, c, llm["pairwise"].rubric, a, baseline, by_id)
+        for v in a.verdicts:
+            j = llm.get(v.judge)
+            if j is None or v.repeat != 0:
+                continue
+            q, gen, ctx = by_id[v.query_id], answers.get(v.query_id), contexts.get(v.query_id)
+            _, why = failure_mode(v)
+            for metric in j.metrics:
+                sd = j.rubric.score(metric)
+                score = v.score(metric) if v.status == "ok" else None
+                scaled = None if score is None else sd.to_scale(score)
+                rows.append({
+                    "item_id": item_id(c.spec.config_id, v.query_id, metric),
+                    "config_id": c.spec.config_id, "config": c.spec.label,
+                    "query_id": v.query_id, "category": q.category, "split": q.split,
+                    "dataset": done.dataset.name, "judge": v.judge, "metric": metric,
+                    "kind": sd.kind, "rubric": j.rubric.digest, "status": v.status,
+                    "score": scaled,
+                    "approve": (None if scaled is None
+                                else approves(sd, higher_is_better(metric), scaled)),
+                    "rationale": why, "query": q.text,
+                    "answer": gen.text if gen is not None else None,
+                    "context": [{"doc_id": p.doc_id, "text": p.text}
+                                for p in (ctx.passages if ctx is not None else ())],
+                    "human": None,
+                })
+    return rows
+
+
+def _pair_rows(done: Any, c: Any, rub: Rubric, a: Any, baseline: Mapping[str, str],
+               by_id: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Labelling rows of a candidate's pairwise verdicts: answer A is the candidate's, answer
+    B the baseline's (the first generated config); ``score`` is A's preference."""
+    from bench.judge.base import pair_failure_mode
+
+    metric = "pairwise_preference"
+    sd = rub.score(metric)
+    answers = {g.request_id: g.text for g in a.generations}
+    rows = []
+    for pv in a.pairs.primary:
+        q = by_id[pv.query_id]
+        rows.append({
+            "item_id": item_id(c.spec.config_id, pv.query_id, metric),
+            "config_id": c.spec.config_id, "config": c.spec.label, "query_id": pv.query_id,
+            "category": q.category, "split": q.split, "dataset": done.dataset.name,
+            "judge": "pairwise", "metric": metric, "kind": sd.kind, "rubric": rub.digest,
+            "status": pv.status, "score": pv.preference_a, "approve": None,
+            "rationale": pair_failure_mode(pv)[1], "query": q.text,
+            "answer": answers.get(pv.query_id), "answer_b": baseline.get(pv.query_id),
+            "context": [], "human": None,
+        })
+    return rows
+
+
+@dataclass(frozen=True)
+class Item:
+    """One judged item of a labelling file, with its human label once joined."""
+
+    item_id: str
+    judge: str
+    metric: str
+    kind: str
+    category: str
+    split: str
+    dataset: str
+    rubric: str
+    status: str
+    score: float | None
+    approve: bool | None
+
+
+def read_labelling(path: str | Path) -> list[Item]:
+    """A run's ``judge_labelling.jsonl``; InputError names file:line."""
+    out: list[Item] = []
+    need = ("item_id", "judge", "metric", "kind", "category", "split", "dataset", "rubric",
+            "status", "score", "approve")
+    for n, obj in read_jsonl(path):
+        missing = [k for k in need if k not in obj]
+        if missing:
+            raise InputError(path, n, f"missing field {missing[0]!r} (not a labelling file "
+                                      f"written by a run: {LABELLING_FILE})")
+        out.append(Item(*(obj[k] for k in need)))
+    if not out:
+        raise InputError(path, 0, "no rows")
+    return out
+
+
+def read_jsonl(path: str | Path) -> Iterable[tuple[int, dict[str, Any]]]:
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(path, n, f"not valid JSON: {exc.msg}") from None
+            if not isinstance(obj, dict):
+                raise InputError(path, n, "expected a JSON object")
+            yield n, obj
+
+
+def read_human(path: str | Path) -> dict[str, tuple[object, int]]:
+    """``{"item_id", "human"}`` rows (rows with ``human: null`` are not labelled yet and
+    skipped): item id -> (label, line)."""
+    out: dict[str, tuple[object, int]] = {}
+    for n, obj in read_jsonl(path):
+        if "item_id" not in obj or not isinstance(obj["item_id"], str):
+            raise InputError(path, n, "missing string field 'item_id'")
+        if "human" not in obj:
+            raise InputError(path, n, "missing field 'human' (true/false, a number on the "
+                                      "rubric's scale, or a/b/tie)")
+        label = obj["human"]
+        if label is None:
+            continue
+        if not isinstance(label, bool | int | float | str) or (
+                isinstance(label, str) and label.lower() not in ("a", "b", "tie")):
+            raise InputError(path, n, f"field 'human' must be true/false, a number or "
+                                      f"a/b/tie, got {label!r}")
+        if obj["item_id"] in out:
+            raise InputError(path, n, f"item {obj['item_id']!r} repeats line "
+                                      f"{out[obj['item_id']][1]}")
+        out[obj["item_id"]] = (label, n)
+    if not out:
+        raise InputError(path, 0, "no labelled row (every 'human' is null)")
+    return out
