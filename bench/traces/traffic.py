@@ -284,8 +284,6 @@ def run_loop(s: TrafficSettings, *, dataset: Dataset, serve_overrides: Sequence[
             res.served["production"] = {"start_s": prod.start_s,
                                         **httpx.get(f"{prod.base_url}/v1/config").json()}
             for j, name in enumerate(WINDOWS):
-                if name == "injected":
-                    st["deploy_ns"] = time.time_ns()
                 sent.extend(send_window(prod.base_url, name, windows[name], s, s.seed + j))
             failed = Counter(x.status for x in sent if x.status != "ok")
             ok = [x for x in sent if x.status == "ok"]
@@ -386,11 +384,14 @@ def run_loop(s: TrafficSettings, *, dataset: Dataset, serve_overrides: Sequence[
         def guardrails() -> str:
             from bench.monitor.rules import check, read_rules
 
+            # the injected change went live with the injected window's first request (the
+            # server's clock); 1 ms later, so the marker's microsecond ISO time is inside it
+            deploy_ns = min(r.timestamp_ns for r in _window(st, "injected")) + 1_000_000
             for w in ("clean", "injected"):
                 rules = out / w / "rules.yaml"
                 rules.write_text(
                     "deploys:\n"
-                    f"  - {{at: \"{_iso(st['deploy_ns'])}\", version: injected-change}}\n"
+                    f"  - {{at: \"{_iso(deploy_ns)}\", version: injected-change}}\n"
                     "rules:\n"
                     f"  faithfulness: {{floor: {s.hit_floor}, sample: 50, "
                     f"events: ../evals.otlp.jsonl, metric: \"hit@{s.k}\"}}\n"
@@ -584,6 +585,11 @@ class TrafficCallback(Callback):
         except BenchError as exc:
             print(f"bench: error: {exc.one_line()}", file=sys.stderr)
             sys.exit(exc.exit_code)
+        # Hydra turns a callback's exception into a warning and goes on: say it, and stop
+        except Exception as exc:
+            log.exception("traffic: checking the settings failed")
+            print(f"bench: error: traffic: {type(exc).__name__}: {exc}", file=sys.stderr)
+            sys.exit(1)
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         print("bench: error: config key hydra.mode: +experiment=traffic is one run (the loop "
@@ -591,17 +597,23 @@ class TrafficCallback(Callback):
         sys.exit(2)
 
     def on_run_end(self, config: Any, **kwargs: Any) -> None:
-        from hydra.core.hydra_config import HydraConfig
         from hydra.core.utils import JobStatus
 
         job = kwargs.get("job_return")
-        if config.get("plan_only") or self._dataset is None or (
-                job is not None and job.status != JobStatus.COMPLETED):
-            return
-        hc = HydraConfig.get()
-        out = Path(hc.runtime.output_dir)
-        over = serve_overrides(list(hc.overrides.task), str(config.cache_dir))
-        res = run_loop(self.settings, dataset=self._dataset, serve_overrides=over, out=out)
+        if config.get("plan_only") or job is None or job.status != JobStatus.COMPLETED:
+            return  # a failed job raises its own error after this
+        # the job's own Hydra config: the run's config here has no output_dir
+        out = Path(job.hydra_cfg.hydra.runtime.output_dir)
+        try:
+            if self._dataset is None:
+                raise RuntimeError("the dataset was not loaded before the run")
+            over = serve_overrides(list(job.overrides or ()), str(config.cache_dir))
+            res = run_loop(self.settings, dataset=self._dataset, serve_overrides=over,
+                           out=out)
+        except Exception as exc:  # Hydra would only warn: a report that says so, and exit 1
+            log.exception("traffic: the loop could not run")
+            res = LoopResult(settings=asdict(self.settings),
+                             steps=[Step("setup", "failed", 0.0, f"{type(exc).__name__}: {exc}")])
         res.run_s = time.perf_counter() - self._t0
         path = write_report(res, out)
         log.info("traffic: report %s", path)
