@@ -42,7 +42,7 @@ from bench.judge.calibration import (
     records_of,
     write_records,
 )
-from bench.judge.labelling import read_human, read_labelling
+from bench.judge.labelling import read_human, read_jsonl, read_labelling
 from bench.metrics.cli import OneLineParser, format_table, run_cli
 
 
@@ -68,34 +68,25 @@ def read_rows(path: str | Path, *, human: bool) -> list[LabelRow]:
     """Rows of a labels (``human``) or verdicts file; InputError names file:line."""
     rows: list[LabelRow] = []
     seen: dict[tuple[str, str], int] = {}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(path, n, f"not valid JSON: {exc.msg}") from None
-            if not isinstance(obj, dict):
-                raise InputError(path, n, "expected a JSON object")
-            need = ("query_id", "judge", "label", "category") if human else ("query_id", "judge")
-            for key in need:
-                if key not in obj:
-                    raise InputError(path, n, f"missing field {key!r}")
-            for key in ("query_id", "judge", "category", "status"):
-                if key in obj and not isinstance(obj[key], str):
-                    raise InputError(path, n, f"field {key!r} must be a string")
-            status = obj.get("status", OK)
-            label = _label(obj.get("label"))
-            if label is None and (human or status == OK):
-                raise InputError(path, n, "field 'label' must be a string, integer or boolean")
-            ident = (str(obj["query_id"]), str(obj["judge"]))
-            if ident in seen:
-                raise InputError(path, n, f"query {ident[0]!r} judge {ident[1]!r} repeats "
-                                          f"line {seen[ident]}")
-            seen[ident] = n
-            rows.append(LabelRow(obj["query_id"], obj["judge"], label or "",
-                                 obj.get("category", ""), status, n))
+    for n, obj in read_jsonl(path):
+        need = ("query_id", "judge", "label", "category") if human else ("query_id", "judge")
+        for key in need:
+            if key not in obj:
+                raise InputError(path, n, f"missing field {key!r}")
+        for key in ("query_id", "judge", "category", "status"):
+            if key in obj and not isinstance(obj[key], str):
+                raise InputError(path, n, f"field {key!r} must be a string")
+        status = obj.get("status", OK)
+        label = _label(obj.get("label"))
+        if label is None and (human or status == OK):
+            raise InputError(path, n, "field 'label' must be a string, integer or boolean")
+        ident = (str(obj["query_id"]), str(obj["judge"]))
+        if ident in seen:
+            raise InputError(path, n, f"query {ident[0]!r} judge {ident[1]!r} repeats "
+                                      f"line {seen[ident]}")
+        seen[ident] = n
+        rows.append(LabelRow(obj["query_id"], obj["judge"], label or "",
+                             obj.get("category", ""), status, n))
     if not rows:
         raise InputError(path, 0, "no rows")
     return rows
@@ -198,14 +189,16 @@ def _parser() -> OneLineParser:
 
 
 def _is_labelling(path: Path) -> bool:
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                try:
+    # a file this cannot read is not taken for a labelling file: the reader of the other
+    # form then names its bad line (invalid UTF-8 included)
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            for line in f:
+                if line.strip():
                     obj = json.loads(line)
-                except json.JSONDecodeError:
-                    return False
-                return isinstance(obj, dict) and "item_id" in obj
+                    return isinstance(obj, dict) and "item_id" in obj
+    except (UnicodeDecodeError, ValueError, OSError):
+        return False
     return False
 
 

@@ -75,7 +75,7 @@ def test_cli_table_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 @pytest.mark.parametrize(("line", "words"), [
-    ("{not json", "not valid JSON"),
+    ("{not json", "malformed JSON"),
     ('{"query_id": "q1", "judge": "f", "label": true}', "missing field 'category'"),
     ('{"query_id": "q1", "judge": "f", "label": [1], "category": "a"}', "field 'label'"),
     ('[1, 2]', "expected a JSON object"),
@@ -89,6 +89,20 @@ def test_bad_line_is_one_line_with_file_and_line(tmp_path: Path, line: str, word
     assert main([str(labels), str(verdicts)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"{labels}:2: ") and words in err and "\n" not in err
+
+
+def test_invalid_utf8_and_a_bom(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Both files are read like the dataset files: invalid UTF-8 is one line naming file:line
+    (not a decode traceback), a UTF-8 BOM is accepted."""
+    row = '{"query_id": "q0", "judge": "f", "label": "x", "category": "a"}\n'
+    labels = tmp_path / "labels.jsonl"
+    labels.write_bytes(row.encode() + b'{"query_id": "q1\xff"}\n')
+    verdicts = _write(tmp_path / "v.jsonl", [{"query_id": "q0", "judge": "f", "label": "x"}])
+    assert main([str(labels), str(verdicts)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"{labels}:2: invalid UTF-8") and "\n" not in err
+    labels.write_bytes(b"\xef\xbb\xbf" + row.encode())
+    assert main([str(labels), str(verdicts)]) == 0
 
 
 def test_duplicates_and_empty_files(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ its status and ``"human": null`` for labellers to fill in. Labels come back as
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,17 +153,13 @@ def read_labelling(path: str | Path) -> list[Item]:
 
 
 def read_jsonl(path: str | Path) -> Iterable[tuple[int, dict[str, Any]]]:
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(path, n, f"not valid JSON: {exc.msg}") from None
-            if not isinstance(obj, dict):
-                raise InputError(path, n, "expected a JSON object")
-            yield n, obj
+    """``(line, object)`` per non-blank line, through the dataset readers' ``iter_jsonl``
+    (invalid UTF-8, malformed JSON, duplicate keys and NaN name file:line; a BOM is
+    dropped)."""
+    from bench.data.jsonl import iter_jsonl
+
+    for where, obj in iter_jsonl(path):
+        yield where.line, obj
 
 
 def read_human(path: str | Path) -> dict[str, tuple[object, int]]:
