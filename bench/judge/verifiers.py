@@ -130,6 +130,14 @@ def extract_dates(text: str) -> tuple[set[tuple[int, int, int]], str]:
 _CAPS_NUMBER = re.compile(r"\b[A-Z]{2,}[ -]\d+\b")
 
 
+def checked_rel_tol(rel_tol: float) -> float:
+    """A verifier's ``rel_tol`` option (relative tolerance of a numeric match), checked once
+    for every verifier that takes one: a negative value is the option's one-line error."""
+    if rel_tol < 0:
+        raise OptionError("rel_tol", f"must be >= 0, got {rel_tol}")
+    return rel_tol
+
+
 class UnsupportedNumbers(Verifier):
     """Options: ``rel_tol`` (a number is supported by a context number within this relative
     tolerance; 0: equal values), ``identifiers`` (check identifiers too), ``dates``."""
@@ -140,9 +148,7 @@ class UnsupportedNumbers(Verifier):
     def __init__(self, *, generator: Generator | None = None, rel_tol: float = 0.0,
                  identifiers: bool = True, dates: bool = True) -> None:
         super().__init__(generator=generator)
-        if rel_tol < 0:
-            raise OptionError("rel_tol", f"must be >= 0, got {rel_tol}")
-        self.rel_tol = rel_tol
+        self.rel_tol = checked_rel_tol(rel_tol)
         self.identifiers = identifiers
         self.dates = dates
 
@@ -218,9 +224,7 @@ class QuantityConsistency(Verifier):
 
     def __init__(self, *, generator: Generator | None = None, rel_tol: float = 0.03) -> None:
         super().__init__(generator=generator)
-        if rel_tol < 0:
-            raise OptionError("rel_tol", f"must be >= 0, got {rel_tol}")
-        self.rel_tol = rel_tol
+        self.rel_tol = checked_rel_tol(rel_tol)
 
     def options(self) -> dict[str, object]:
         return {"rel_tol": self.rel_tol}
@@ -304,9 +308,7 @@ class StructuredMatch(Verifier):
 
     def __init__(self, *, generator: Generator | None = None, rel_tol: float = 0.0) -> None:
         super().__init__(generator=generator)
-        if rel_tol < 0:
-            raise OptionError("rel_tol", f"must be >= 0, got {rel_tol}")
-        self.rel_tol = rel_tol
+        self.rel_tol = checked_rel_tol(rel_tol)
 
     def options(self) -> dict[str, object]:
         return {"rel_tol": self.rel_tol}
