@@ -75,6 +75,15 @@ class VectorIndex(Protocol):
     def load(self, directory: Path) -> BuiltIndex: ...
 
 
+@runtime_checkable
+class BuildsInDirectory(Protocol):
+    """An index whose build writes files of its own into the artifact directory while it
+    builds (faiss: the memory math; an on-disk index's inverted lists)."""
+
+    def build_in(self, vectors: np.ndarray, directory: Path) -> tuple[BuiltIndex, BuildInfo]:
+        ...
+
+
 # -------------------------------------------------------------- filtered search (optional)
 #
 # A capability of the database backends (``bench.index.pgvector``, ``bench.index.lance``), a

@@ -13,9 +13,11 @@ vector dimension, which is only known once the vectors are.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
+import shutil
 import string
 import time
 from collections.abc import Mapping
@@ -27,10 +29,15 @@ import numpy as np
 from bench.config.build import OptionError
 from bench.errors import DeviceError, MissingDependencyError
 from bench.index.base import BuildInfo, SearchResult
+from bench.index.memory import GIB, IndexMemory, estimate, machine_memory_bytes
 
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "index.faiss"
+#: the inverted lists of an ``on_disk`` IVF index (memory-mapped; next to INDEX_FILE)
+LISTS_FILE = "lists.ivfdata"
+#: the memory math of a build (``bench.index.memory``), written next to the index
+MEMORY_FILE = "memory.json"
 
 #: query-time parameter -> faiss ParameterSpace name
 QUERY_KNOBS = {"ef_search": "efSearch", "nprobe": "nprobe"}
@@ -131,7 +138,7 @@ def serialized_bytes(faiss: Any, index: Any) -> int:
 class FaissBuiltIndex:
     """A built faiss index (CPU copy kept for saving; searched on ``device``)."""
 
-    def __init__(self, index: Any, device: str) -> None:
+    def __init__(self, index: Any, device: str, num_gpus: int | None = 1) -> None:
         faiss = _faiss()
         self._index = index
         self._device = device
@@ -144,9 +151,16 @@ class FaissBuiltIndex:
             if not hasattr(faiss, "StandardGpuResources"):
                 raise DeviceError("index: device=cuda but the installed faiss has no GPU support "
                                   "(install the `gpu` extra: faiss-gpu)")
-            self._res = faiss.StandardGpuResources()
             try:
-                self._index = faiss.index_cpu_to_gpu(self._res, 0, index)
+                if num_gpus == 1:
+                    self._res = faiss.StandardGpuResources()
+                    self._index = faiss.index_cpu_to_gpu(self._res, 0, index)
+                else:
+                    # the vectors split across the GPUs (IndexShards: each searches its part,
+                    # the results merged), so an index larger than one GPU's memory fits
+                    co = faiss.GpuMultipleClonerOptions()
+                    co.shard = True
+                    self._index = faiss.index_cpu_to_all_gpus(index, co=co, ngpu=num_gpus or -1)
             except RuntimeError as exc:
                 # e.g. an index type faiss has no GPU version of: say so, never fall back
                 raise DeviceError(
@@ -199,6 +213,17 @@ class FaissIndex:
     points per centroid, and the centroids are trained on that sample, not on all N).
     nlist_factor: 4..16, the multiplier of sqrt(N) for the auto nlist.
     pq_m: PQ sub-quantizers for ``{pq_m}``; must divide the vector dim (checked at build).
+    on_disk: IVF only: the inverted lists are filled shard by shard (``add_batch`` vectors
+    each, one in-memory shard at a time, merged into faiss' ``OnDiskInvertedLists``) and live
+    in a memory-mapped file next to the index, so an index larger than RAM builds and searches;
+    search results are those of the in-memory index (same lists, same order).
+    add_batch: vectors added per call (IVF: per shard); does not change the built index.
+    memory_limit_gb: the memory the build may use (GiB); null = this machine's RAM (device=cpu)
+    or the GPUs' memory (device=cuda). The memory math (``bench.index.memory``) is logged before
+    anything is built, and a build whose peak exceeds the limit is refused (ConfigError naming
+    ``index.memory_limit_gb``) before training.
+    num_gpus: device=cuda: 1 = the first GPU; N = the vectors sharded over the first N GPUs
+    (``index_cpu_to_all_gpus`` with ``shard=True``); null = every GPU.
     query_params: list of query-time settings swept on the one built index, each a mapping of
     ``ef_search`` / ``nprobe``; ``[{}]`` (or omitted) = faiss' defaults, ``[]`` is an error
     (a sweep of nothing). train_size: max vectors used to train IVF/PQ quantisers.
@@ -215,6 +240,10 @@ class FaissIndex:
         query_params: list[dict[str, int]] | None = None,
         train_size: int = 100_000,
         seed: int = 0,
+        on_disk: bool = False,
+        add_batch: int = 262_144,
+        memory_limit_gb: float | None = None,
+        num_gpus: int | None = 1,
         device: str = "cpu",
     ) -> None:
         if not factory.strip():
@@ -257,6 +286,20 @@ class FaissIndex:
                     raise OptionError(f"query_params[{i}].{name}", f"must be >= 1, got {value}")
         if train_size < 1:
             raise OptionError("train_size", f"must be >= 1, got {train_size}")
+        if on_disk and not re.match(r"^(\w+,)*IVF", factory.strip()):
+            raise OptionError("on_disk", f"needs an IVF factory (inverted lists), got "
+                                         f"{factory.strip()!r}")
+        if on_disk and device == "cuda":
+            raise OptionError("on_disk", "a GPU index holds its lists in GPU memory; "
+                                         "use device=cpu or on_disk=false")
+        if add_batch < 1:
+            raise OptionError("add_batch", f"must be >= 1, got {add_batch}")
+        if memory_limit_gb is not None and not memory_limit_gb > 0:
+            raise OptionError("memory_limit_gb", f"must be > 0 or null, got {memory_limit_gb}")
+        if num_gpus is not None and num_gpus < 1:
+            raise OptionError("num_gpus", f"must be >= 1 or null (every GPU), got {num_gpus}")
+        if num_gpus != 1 and device != "cuda":
+            raise OptionError("num_gpus", f"applies to device=cuda, not {device}")
         self.factory = factory.strip()
         self.nlist = nlist
         self.nlist_factor = float(nlist_factor)
@@ -265,6 +308,10 @@ class FaissIndex:
         self._query_params = [dict(q) for q in query_params]
         self.train_size = train_size
         self.seed = seed
+        self.on_disk = bool(on_disk)
+        self.add_batch = add_batch
+        self.memory_limit_gb = memory_limit_gb
+        self.num_gpus = num_gpus
         self.device = device
         self.exact = self.factory == "Flat"
         self._fields = fields
@@ -314,20 +361,71 @@ class FaissIndex:
                 params["nlist_factor"] = self.nlist_factor
         if "pq_m" in self._fields:
             params["pq_m"] = self.pq_m
+        if self.on_disk:  # keyed only when set: in-memory builds keep the keys they had
+            params["on_disk"] = True
         return params
 
     def query_params(self) -> list[dict[str, int | float]]:
         return [dict(q) for q in self._query_params]
 
     def build(self, vectors: np.ndarray) -> tuple[FaissBuiltIndex, BuildInfo]:
+        if self.on_disk:
+            raise OptionError("on_disk", "an on-disk index is built into its artifact "
+                                         "directory (build_in)")
+        return self._build(vectors, None)
+
+    def build_in(self, vectors: np.ndarray, directory: Path) -> tuple[FaissBuiltIndex, BuildInfo]:
+        """``build``, with the files it makes while building (the memory math; an on-disk
+        index's inverted lists) in the artifact ``directory``."""
+        return self._build(vectors, directory)
+
+    def memory(self, n_vectors: int, dim: int) -> IndexMemory:
+        """The memory math of a build on ``n_vectors`` x ``dim`` vectors (nothing built)."""
+        faiss = _faiss()
+        return self._memory(faiss, self._empty_index(faiss, n_vectors, dim), n_vectors, dim)
+
+    def memory_limit_bytes(self) -> int | None:
+        """The configured limit, else this machine's RAM (cpu) or its GPUs' memory (cuda;
+        None when it cannot be read)."""
+        if self.memory_limit_gb is not None:
+            return int(self.memory_limit_gb * GIB)
+        if self.device != "cuda":
+            return machine_memory_bytes()
+        return gpu_memory_bytes(self.num_gpus)
+
+    def check_memory(self, mem: IndexMemory) -> None:
+        """OptionError("memory_limit_gb") when the build's peak cannot fit the limit."""
+        limit = self.memory_limit_bytes()
+        if limit is None or mem.peak_bytes <= limit:
+            return
+        where = ("configured" if self.memory_limit_gb is not None
+                 else "the GPUs' memory" if self.device == "cuda" else "this machine's RAM")
+        hint = ("on_disk=true keeps the inverted lists out of RAM, "
+                if re.match(r"^(\w+,)*IVF", self.factory) and not self.on_disk else "")
+        raise OptionError(
+            "memory_limit_gb",
+            f"{mem.describe()} -- peak {mem.peak_bytes / GIB:.2f} GiB does not fit "
+            f"{limit / GIB:.2f} GiB ({where}); {hint}a compressed factory (PQ, SQ8) needs less, "
+            f"or raise memory_limit_gb")
+
+    def _empty_index(self, faiss: Any, n: int, dim: int) -> Any:
+        factory = self.resolved_factory(n, dim)
+        try:
+            return faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+        except RuntimeError as exc:
+            raise OptionError("factory", f"faiss rejects {factory!r}: {_last_line(exc)}") from None
+
+    def _memory(self, faiss: Any, index: Any, n: int, dim: int) -> IndexMemory:
+        return estimate(faiss, index, n=n, dim=dim, factory=self.resolved_factory(n, dim),
+                        train_n=self.train_size, add_batch=self.add_batch, on_disk=self.on_disk)
+
+    def _build(self, vectors: np.ndarray, directory: Path | None
+               ) -> tuple[FaissBuiltIndex, BuildInfo]:
         faiss = _faiss()
         n, dim = vectors.shape
         factory = self.resolved_factory(n, dim)
         t0 = time.perf_counter()
-        try:
-            index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
-        except RuntimeError as exc:
-            raise OptionError("factory", f"faiss rejects {factory!r}: {_last_line(exc)}") from None
+        index = self._empty_index(faiss, n, dim)
         if self.hnsw_ef_construction is not None:
             hnsw_index = _core_index(faiss, index)
             if not isinstance(hnsw_index, faiss.IndexHNSW):
@@ -345,6 +443,12 @@ class FaissIndex:
             for name in qp:
                 if name not in supported:
                     raise OptionError(f"query_params[{i}].{name}", f"does not apply to {factory!r}")
+        # the memory math, said and checked before any training or adding
+        mem = self._memory(faiss, index, n, dim)
+        log.info("index: memory %s", mem.describe())
+        self.check_memory(mem)
+        if directory is not None:
+            (directory / MEMORY_FILE).write_text(json.dumps(mem.as_dict(), indent=1))
         x = np.ascontiguousarray(vectors, dtype=np.float32)
         if not index.is_trained:
             rng = np.random.default_rng(self.seed)
@@ -355,12 +459,70 @@ class FaissIndex:
                 raise OptionError(
                     "factory", f"training {factory!r} on {len(sample)} vectors: {_last_line(exc)}"
                 ) from None
-        index.add(x)
+            del sample
+        lists_bytes = 0
+        if self.on_disk:
+            assert directory is not None  # build() refuses on_disk without a directory
+            lists_bytes = self._fill_on_disk(faiss, index, x, directory)
+        elif isinstance(core, faiss.IndexIVF):
+            # shard by shard (faiss adds an IVF in 65,536-vector blocks either way: the lists
+            # come out the same); a graph index is added at once, as its insertion order
+            # (highest level first within a call) would change with the batches
+            for i0 in range(0, n, self.add_batch):
+                index.add(x[i0:i0 + self.add_batch])
+        else:
+            index.add(x)
         build_s = time.perf_counter() - t0
-        size = serialized_bytes(faiss, index)
+        size = serialized_bytes(faiss, index) + lists_bytes
         log.info("index: built faiss %r on %d x %d vectors in %.2f s", factory, n, dim, build_s)
-        return FaissBuiltIndex(index, self.device), BuildInfo(build_s, size, n, dim)
+        return (FaissBuiltIndex(index, self.device, self.num_gpus),
+                BuildInfo(build_s, size, n, dim))
+
+    def _fill_on_disk(self, faiss: Any, index: Any, x: np.ndarray, directory: Path) -> int:
+        """Fill the trained, empty IVF ``index`` with ``x`` shard by shard: each shard an
+        in-memory clone of the trained index holding ``add_batch`` vectors (their row numbers
+        as ids), written out and dropped; then faiss merges the shards' lists into one
+        ``OnDiskInvertedLists`` file (``LISTS_FILE``) in shard order, so every list holds its
+        vectors in row order, as an in-memory add leaves them. Returns the file's size."""
+        from faiss.contrib.ondisk import merge_ondisk
+
+        shards = directory / "shards"
+        shards.mkdir()
+        names = []
+        n = len(x)
+        for s, i0 in enumerate(range(0, n, self.add_batch)):
+            i1 = min(n, i0 + self.add_batch)
+            shard = faiss.clone_index(index)
+            shard.add_with_ids(x[i0:i1], np.arange(i0, i1, dtype=np.int64))
+            name = shards / f"shard_{s:05d}.faiss"
+            faiss.write_index(shard, str(name))
+            names.append(str(name))
+            del shard
+            log.info("index: on-disk shard %d: rows %d-%d", s, i0, i1)
+        merge_ondisk(index, names, str(directory / LISTS_FILE))
+        shutil.rmtree(shards)
+        return (directory / LISTS_FILE).stat().st_size
 
     def load(self, directory: Path) -> FaissBuiltIndex:
-        index = _faiss().read_index(str(directory / INDEX_FILE))
-        return FaissBuiltIndex(index, self.device)
+        faiss = _faiss()
+        if self.on_disk:
+            # the lists file is found next to the index, wherever the artifact now lives (the
+            # index file names the folder it was built in)
+            index = faiss.read_index(str(directory / INDEX_FILE), faiss.IO_FLAG_ONDISK_SAME_DIR)
+        else:
+            index = faiss.read_index(str(directory / INDEX_FILE))
+        return FaissBuiltIndex(index, self.device, self.num_gpus)
+
+
+def gpu_memory_bytes(num_gpus: int | None) -> int | None:
+    """The memory of the first ``num_gpus`` GPUs (every one: None), summed — a sharded index
+    splits across them; None when torch cannot see a GPU."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    count = torch.cuda.device_count()
+    used = count if num_gpus is None else min(num_gpus, count)
+    return sum(int(torch.cuda.get_device_properties(i).total_memory) for i in range(used))

@@ -12,7 +12,13 @@ import numpy as np
 
 from bench.config.build import OptionError
 from bench.errors import ConfigError
-from bench.index.base import BuildInfo, BuiltIndex, SearchResult, VectorIndex
+from bench.index.base import (
+    BuildInfo,
+    BuildsInDirectory,
+    BuiltIndex,
+    SearchResult,
+    VectorIndex,
+)
 from bench.pipeline.lanes import PlanState, params_label
 from bench.pipeline.node import Node, OpTraits, Phase
 from bench.telemetry.base import TimingLog
@@ -63,8 +69,12 @@ class IndexOp(OpTraits):
         return {"index": self.index.cache_params(), "kind": type(self.index).__name__}
 
     def write(self, inputs: IndexInputs, directory: Path, timing: TimingLog) -> None:
+        vectors = np.asarray(inputs.embeddings.vectors)
         try:
-            built, info = self.index.build(np.asarray(inputs.embeddings.vectors))
+            if isinstance(self.index, BuildsInDirectory):
+                built, info = self.index.build_in(vectors, directory)
+            else:
+                built, info = self.index.build(vectors)
         except OptionError as exc:  # a build option that only fails against real vectors
             raise ConfigError(f"index.{exc.option}", exc.message) from None
         built.save(directory)
