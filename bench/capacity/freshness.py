@@ -699,7 +699,7 @@ def freshness_lines(results: Sequence[FreshnessResult], study: FreshnessStudy) -
     """The three tables (freshness, queries idle vs ingest, changed answers) and how they
     were measured."""
     s = study
-    out = ["## Freshness under ingest", "",
+    out = ["### Freshness under ingest", "",
            f"Synthetic corpus: {s.n_base} base + {s.n_ingest} ingest unit vectors (dim {s.dim}, "
            f"{s.clusters} clusters, seed {s.seed}); ingest {s.ingest_rps:g} docs/s in calls of "
            f"{s.insert_batch}; queries open loop (Poisson) at {s.query_rps:g} req/s over "

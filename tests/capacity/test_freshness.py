@@ -200,3 +200,37 @@ def test_refused_inserts_are_statuses_and_the_queries_still_run(data_dir: str) -
     assert r.count("insert_failed") == 20
     assert all("closed" in d.error and d.probes == 0 for d in r.docs)
     assert [p.failed for p in r.phases] == [0, 0, 0] and r.changed.changed_new == 0
+
+
+def test_the_experiment_refuses_a_bad_option_before_any_work(tmp_path: Path) -> None:
+    from tests.pipeline.test_budget_pipeline import _run
+
+    with pytest.raises(ConfigError, match=r"capacity\.freshness\.ingest_rps"):
+        _run(tmp_path / "cache", tmp_path / "run", "+experiment=freshness",
+             "capacity.freshness.ingest_rps=-1")
+    assert not (tmp_path / "run" / "freshness").exists()
+
+
+@pytest.mark.parametrize(("overrides", "databases", "n_ingest"), [
+    (["+experiment=freshness"], ("pgvector", "milvus_lite", "lancedb", "faiss_hnsw"), 200),
+    (["+experiment=capacity_http"], ("pgvector",), 100),
+    (["+experiment=capacity_http", "capacity/freshness=none"], None, None),
+])
+def test_the_experiments_options_compose_and_build(
+        overrides: list[str], databases: tuple[str, ...] | None, n_ingest: int | None) -> None:
+    from hydra import compose, initialize_config_dir
+
+    from bench.app import CONF_DIR
+    from bench.config.schema import register
+
+    register()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["cache_dir=/tmp/x", *overrides])
+    if databases is None:
+        assert not cfg.capacity.freshness  # off
+        return
+    study = build_study(cfg.capacity.freshness)
+    assert study.databases == databases and study.n_ingest == n_ingest
+    assert study.options.data_dir == "/tmp/x/freshness"
+    # each phase lasts n_ingest / ingest_rps seconds and asks each query once
+    assert study.duration_s == n_ingest / 10.0 and study.n_queries == 20 * n_ingest / 10
