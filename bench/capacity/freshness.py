@@ -748,13 +748,26 @@ def freshness_lines(results: Sequence[FreshnessResult], study: FreshnessStudy) -
     return [*out, "", *notes, ""]
 
 
+def _plain(v: Any) -> Any:
+    """JSON values: NaN (a failed request's latency) as null, numpy scalars as Python's."""
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
 def write(results: Sequence[FreshnessResult], study: FreshnessStudy, out_dir: Path
           ) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     js = out_dir / "freshness.json"
-    atomic_write_bytes(js, json.dumps({
+    atomic_write_bytes(js, json.dumps(_plain({
         "schema_version": SCHEMA_VERSION, "settings": study.settings(),
-        "results": [asdict(r) for r in results]}, indent=1, default=float).encode())
+        "results": [asdict(r) for r in results]}), indent=1, allow_nan=False).encode())
     md = out_dir / "freshness.md"
     atomic_write_bytes(md, "\n".join(["# Freshness under ingest", "",
                                       *freshness_lines(results, study)[2:]]).encode())

@@ -142,8 +142,9 @@ def test_every_inserted_document_becomes_searchable(database: str, data_dir: str
     c = r.changed
     # queries near ingest vectors: exact answers gained new documents, and the served ones
     # changed with them (a served answer holding a new doc differs from the idle one)
-    assert c.paired == 20 and c.should_change > 0
-    assert c.changed_new == c.should_change - c.missed_new
+    assert c.paired == 20 and c.should_change > 0 and c.changed_new > 0
+    assert c.changed == c.changed_new + c.changed_old
+    assert c.changed_new >= c.should_change - c.missed_new
     indexed = [d.indexed_ms for d in r.docs]
     if database == "milvus_lite":
         # Milvus Lite never indexes (docs/vector-databases.md): 0 indexed rows reported
