@@ -180,6 +180,10 @@ class CapacityConfig:
     #: load-generator processes on one schedule (target=http; 1: one event loop): the
     #: ceiling and every open-loop level go out from that many processes
     generator_processes: int = 1
+    #: freshness under ingest (bench.capacity.freshness): a ``_target_`` node from
+    #: conf/capacity/freshness/<option>.yaml; {} = off. Runs after the capacity study (or
+    #: alone), its tables appended to the capacity report and written to <run>/freshness/
+    freshness: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -258,3 +258,7 @@ def validate_top_level(cfg: DictConfig) -> None:
         from bench.pipeline.capacity_study import check_capacity
 
         check_capacity(cfg.capacity)
+    if cfg.capacity.freshness:  # the freshness study's options, before any work
+        from bench.capacity.freshness import build_study
+
+        build_study(cfg.capacity.freshness)

@@ -121,6 +121,10 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
         from bench.pipeline.capacity import run_capacity
 
         capacity = run_capacity(done, run_dir)
+    if cap.freshness:  # inserts while queries run (bench.capacity.freshness)
+        from bench.pipeline.freshness import with_freshness
+
+        capacity = with_freshness(capacity, cap.freshness, run_dir)
     result = write_results(done, run_dir, comparisons, decisions, t_start, capacity,
                            registered, latency, rewrite)
     failed = failure_lines(done.configs)

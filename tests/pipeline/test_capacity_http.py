@@ -6,6 +6,10 @@ its /rerank), every timed reply scored; bad endpoints are one line naming the ke
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,12 +32,31 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
 
+@pytest.fixture(scope="module")
+def pg_dir() -> Iterator[str]:
+    # pgvector under ingest: not under pytest's basetemp, which PostgreSQL (run as user
+    # `pgserver` when root) cannot enter (tests/index/test_pgvector.py)
+    from bench.index.pgvector import stop_managed_server
+
+    root = tempfile.mkdtemp(prefix="bench-capacity-http-")
+    os.chmod(root, 0o755)
+    try:
+        yield root
+    finally:
+        stop_managed_server(str(Path(root) / "pgvector"))
+        shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.mark.slow
-def test_study_against_three_services_bench_does_not_own(cache: Path, tmp_path: Path) -> None:
-    # three services started and stopped, each with its own ceiling, knee and sweep
+def test_study_against_three_services_bench_does_not_own(cache: Path, tmp_path: Path,
+                                                         pg_dir: str) -> None:
+    # three services started and stopped, each with its own ceiling, knee and sweep; then
+    # pgvector under ingest (a small corpus: 10 documents at 20 docs/s)
     _run(cache, tmp_path, *SMALL, "capacity.slo_e2el_ms=5000",
          "capacity.endpoints.1.slo_ttft_ms=5000", "capacity.endpoints.1.slo_tpot_ms=5000",
-         "capacity.endpoints.2.slo_e2el_ms=5000")
+         "capacity.endpoints.2.slo_e2el_ms=5000", f"capacity.freshness.data_dir={pg_dir}",
+         "capacity.freshness.n_base=300", "capacity.freshness.n_ingest=10",
+         "capacity.freshness.ingest_rps=20", "capacity.freshness.dim=16")
     studies = {n: json.loads((tmp_path / "capacity" / n / "study.json").read_text())
                for n in ("rag", "llm", "reranker")}
     rag, llm, rr = studies["rag"], studies["llm"], studies["reranker"]
@@ -64,6 +87,11 @@ def test_study_against_three_services_bench_does_not_own(cache: Path, tmp_path: 
     assert "Composed from the endpoints" in report and "Per-component capacity" in report
     entry = json.loads((tmp_path / "run.json").read_text())["capacity"]
     assert entry["load"] == "open" and entry["study"]["ceiling_rps"] > 0
+    # pgvector under ingest: its tables in the report, its records in freshness/
+    fresh = json.loads((tmp_path / "freshness" / "freshness.json").read_text())["results"]
+    assert [r["database"] for r in fresh] == ["pgvector"] and len(fresh[0]["docs"]) == 10
+    assert "## Freshness under ingest" in report and "| pgvector | pgvector hnsw" in report
+    assert "freshness" in entry["files"]
 
 
 def test_bad_endpoints_name_the_key_before_any_work(cache: Path, tmp_path: Path) -> None:
