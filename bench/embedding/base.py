@@ -108,10 +108,11 @@ class PartialEncoder(Embedder, Protocol):
 
 
 @runtime_checkable
-class ShardableEmbedder(Embedder, Protocol):
-    """An in-process embedder a sharded pass (``embedding=ray``, bench.embedding.engine) can
-    split with the single pass's vectors, bit for bit: it says how its ``encode`` orders the
-    rows into batches of ``batch_size``."""
+class ShardableEmbedder(Protocol):
+    """Optional capability of an in-process embedder: a sharded pass (``embedding=ray``,
+    bench.embedding.engine) can split it with the single pass's vectors, bit for bit; it says
+    how its ``encode`` orders the rows into batches of ``batch_size``. Not an ``Embedder``
+    subprotocol on purpose: a runtime check reads every member, and ``dim`` loads a model."""
 
     @property
     def batch_size(self) -> int: ...

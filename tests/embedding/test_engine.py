@@ -192,7 +192,8 @@ def test_bad_engine_options_name_their_key(engine: dict[str, object], key: str) 
 
 def test_an_embedder_that_cannot_be_sharded_is_refused_before_work() -> None:
     remote = {"_target_": "bench.embedding.openai_http.OpenAIHTTPEmbedder",
-              "base_url": "http://127.0.0.1:9/v1", "memo_dir": None}
+              "base_url": "http://127.0.0.1:9/v1", "model": "packaged:all-MiniLM-L6-v2",
+              "tokenizer": "packaged:all-MiniLM-L6-v2", "memo_dir": None}
     with pytest.raises(ConfigError) as err:
         build(_cfg(remote, RAY_CFG), "cpu")
     assert err.value.key == "embedding" and "embedding=local" in str(err.value)
