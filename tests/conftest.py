@@ -51,6 +51,7 @@ _WHOLE_RUN = "a whole pipeline run"
 SLOW: dict[str, str] = {
     "tests/serve/test_remote_backends.py": "FOLDOC build, two runs and a served process",
     "tests/pipeline/test_lanes_e2e.py": "a 20-config run with HNSW and filters",
+    "tests/embedding/test_engine.py": "a local Ray for the module; Ray Data passes 5-7 s each",
     "tests/serve/test_serve_generation.py": "a generating run and a served process",
     "tests/pipeline/test_per_query.py": "every query-time op against batch rows of a run",
     "tests/iterative/test_report.py": _WHOLE_RUN,

@@ -32,6 +32,13 @@ class EmbeddingStats:
     #: the other artifact the same forward pass produced (``bench.embedding.shared``): then
     #: ``wall_s`` is that pass's, which did both; None for a pass of its own
     shared_with: str | None = None
+    #: a sharded pass (``embedding=ray``, bench.embedding.engine): its workers, shards, the
+    #: shards an earlier (killed) run had finished, and the shards whose first attempt died
+    #: (a worker killed or crashed) and were encoded again; None for a pass in one process
+    workers: int | None = None
+    shards: int | None = None
+    shards_reused: int | None = None
+    shards_redone: int | None = None
 
     def truncation(self) -> str:
         """One computed sentence: what the embedder's maximum length cut off (run.json)."""
@@ -97,6 +104,45 @@ class PartialEncoder(Embedder, Protocol):
         """``encode``, except that the rows of a batch whose request still failed are left
         zero and returned by row with their status (``failed`` / ``timeout`` /
         ``invalid``)."""
+        ...
+
+
+@runtime_checkable
+class ShardableEmbedder(Protocol):
+    """Optional capability of an in-process embedder: a sharded pass (``embedding=ray``,
+    bench.embedding.engine) can split it with the single pass's vectors, bit for bit; it says
+    how its ``encode`` orders the rows into batches of ``batch_size``. Not an ``Embedder``
+    subprotocol on purpose: a runtime check reads every member, and ``dim`` loads a model."""
+
+    @property
+    def batch_size(self) -> int: ...
+
+    def shard_order(self, texts: Sequence[str], *, kind: str) -> np.ndarray | None:
+        """The row order ``encode`` batches ``texts`` in (``encode_by_length``'s stable
+        longest-first order), so that shards cut from it in whole batches form the same
+        batches; None when a row's vector does not depend on the rest of its batch (any
+        contiguous shard gives the same bits)."""
+        ...
+
+
+class EmbeddingEngine(Protocol):
+    """Where the corpus pass runs (``conf/embedding``, bench.embedding.engine): in this
+    process or over workers. Whatever it is, the vectors are ``embedder.encode``'s, bit for
+    bit (which is why the engine is not in the artifact key)."""
+
+    @property
+    def label(self) -> str:
+        """One phrase for logs: ``local``, ``ray, 2 workers``."""
+        ...
+
+    def check(self, embedder: Embedder) -> None:
+        """Raise a ``ConfigError`` naming ``embedding`` when this engine cannot run
+        ``embedder``'s pass with the single pass's vectors (called before any work)."""
+        ...
+
+    def encode_documents(self, embedder: Embedder, texts: Sequence[str], *,
+                         out: np.ndarray) -> EmbeddingStats:
+        """``embedder.encode(texts, kind="document", out=out)``, wherever it runs."""
         ...
 
 

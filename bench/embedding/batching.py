@@ -67,6 +67,12 @@ def with_prefix(texts: Sequence[str], *, kind: str, query_prefix: str,
     return [prefix + t for t in texts] if prefix else list(texts)
 
 
+def length_order(counts: np.ndarray) -> np.ndarray:
+    """The order ``encode_by_length`` encodes texts of these token counts in: longest first,
+    ties in input order."""
+    return np.argsort(-np.asarray(counts), kind="stable")
+
+
 def encode_by_length(
     inputs: Sequence[T],
     counts: np.ndarray,
@@ -87,7 +93,7 @@ def encode_by_length(
     """
     if len(counts) != len(inputs):
         raise ValueError(f"{len(counts)} counts for {len(inputs)} texts")
-    order = np.argsort(-np.asarray(counts), kind="stable")
+    order = length_order(counts)
     t0 = time.perf_counter()
     desc = "embed queries" if kind == "query" else "embed documents"
     with tqdm(total=len(inputs), desc=desc, unit="text", leave=False,

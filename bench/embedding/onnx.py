@@ -37,7 +37,13 @@ import numpy as np
 
 from bench.config.build import OptionError
 from bench.embedding.base import EmbeddingStats
-from bench.embedding.batching import TokenIds, encode_by_length, tokenize_once, with_prefix
+from bench.embedding.batching import (
+    TokenIds,
+    encode_by_length,
+    length_order,
+    tokenize_once,
+    with_prefix,
+)
 from bench.embedding.sentence_transformers import resolve_model_path
 from bench.errors import ConfigError, DeviceError, MissingDependencyError
 
@@ -391,6 +397,12 @@ class OnnxEmbedder:
         if self.normalize:
             vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         return vecs
+
+    def shard_order(self, texts: Sequence[str], *, kind: str) -> np.ndarray:
+        """``encode``'s batch order: padding, hence the last bits, depends on the batch."""
+        inputs = with_prefix(texts, kind=kind, query_prefix=self.query_prefix,
+                             document_prefix=self.document_prefix)
+        return length_order(self.tokenizer.count(inputs))
 
     def encode(self, texts: Sequence[str], *, kind: str, out: np.ndarray) -> EmbeddingStats:
         inputs = with_prefix(texts, kind=kind, query_prefix=self.query_prefix,

@@ -15,7 +15,7 @@ import numpy as np
 
 from bench.config.build import OptionError
 from bench.embedding.base import EmbeddingStats, EncoderIdentity, TokenRows
-from bench.embedding.batching import encode_by_length, with_prefix
+from bench.embedding.batching import encode_by_length, length_order, with_prefix
 from bench.errors import ConfigError, MissingDependencyError
 from bench.precision import PrecisionChoice, autocast, log_choice, resolve_precision
 
@@ -256,6 +256,12 @@ class SentenceTransformerEmbedder:
                                      normalize_embeddings=self.normalize,
                                      show_progress_bar=False)
         return np.asarray(vec, dtype=np.float32)
+
+    def shard_order(self, texts: Sequence[str], *, kind: str) -> np.ndarray:
+        """``encode``'s batch order: padding, hence the last bits, depends on the batch."""
+        inputs = with_prefix(texts, kind=kind, query_prefix=self.query_prefix,
+                             document_prefix=self.document_prefix)
+        return length_order(self.tokenizer.count(inputs))
 
     def encode(self, texts: Sequence[str], *, kind: str, out: np.ndarray) -> EmbeddingStats:
         inputs = with_prefix(texts, kind=kind, query_prefix=self.query_prefix,

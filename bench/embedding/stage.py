@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -19,7 +20,9 @@ from bench.embedding.base import (
     QueryEncoder,
     TokenStateEmbedder,
 )
+from bench.embedding.engine import ConfigRecipe, EmbeddingEngine, LocalEngine
 from bench.embedding.shared import SharedIndexOp, SharedPass, SharedPassOp, shares_pass
+from bench.errors import ConfigError
 from bench.http.client import REQUESTS_FILE, RecordsRequests, save_records
 from bench.pipeline.lanes import PlanState
 from bench.pipeline.node import (
@@ -34,6 +37,11 @@ from bench.pipeline.node import (
 )
 from bench.rerank.base import TokenIndexReranker
 from bench.telemetry.base import TimingLog
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+log = logging.getLogger("bench")
 
 #: the latency stage of encoding one query (a serving system does it per request)
 EMBED_QUERY_STAGE = "embed_query"
@@ -68,6 +76,9 @@ class EmbedOp(OpTraits):
     kind: str  # document | query
     device: str
     version: str = "1"
+    #: where the document pass runs (``conf/embedding``): the same vectors bit for bit, so
+    #: not part of the key (bench.embedding.engine); queries are always encoded here
+    engine: EmbeddingEngine = field(default_factory=LocalEngine)
     Inputs: ClassVar[type] = EmbedInputs
     latency_stages: ClassVar[tuple[str, ...]] = (EMBED_QUERY_STAGE,)
     work_stages: ClassVar[tuple[str, ...]] = (EMBED_QUERY_STAGE,)
@@ -105,6 +116,9 @@ class EmbedOp(OpTraits):
                 qs = inputs.source.queries
                 mark_incomplete(directory, {qs[i].query_id: st for i, st in failed.items()},
                                 f"{len(failed)} of {len(qs)} query embeddings failed")
+        elif self.kind == "document":
+            with timing.measure("total", len(texts), sync_cuda=self.device == "cuda"):
+                stats = self.engine.encode_documents(self.embedder, texts, out=out)
         else:
             with timing.measure("total", len(texts), sync_cuda=self.device == "cuda"):
                 stats = self.embedder.encode(texts, kind=self.kind, out=out)
@@ -191,12 +205,34 @@ class QueryLatencyOp(OpTraits):
         return None
 
 
+def build(cfg: DictConfig, device: str) -> dict[str, Any]:
+    """The embedder (on ``device``) and the engine of its corpus pass (``conf/embedding``;
+    a config without the group: in this process). An engine that cannot run this embedder's
+    pass is a config error here, before any work."""
+    from bench.config.build import build as build_option
+    from bench.config.build import to_container
+
+    embedder = build_option(cfg.embedder, "embedder", device=device)
+    if embedder is None:
+        raise ConfigError("embedder", "this stage is required; `_target_` must not be null")
+    engine: EmbeddingEngine = LocalEngine()
+    if cfg.get("embedding") is not None:
+        recipe = ConfigRecipe(json.dumps(to_container(cfg.embedder)), device)
+        built = build_option(cfg.embedding, "embedding", embedder=recipe)
+        if built is None:
+            raise ConfigError("embedding", "this stage is required; `_target_` must not be null")
+        engine = built
+        engine.check(embedder)
+    return {"embedder": embedder, "embedding": engine}
+
+
 def expand(s: PlanState) -> PlanState:
     """Document vectors (index time), query vectors (per query) and the per-query encoder's
     latency measurement, for the run's one embedder. When the run's reranker keeps a token
     index of the same encoder, one pass fills both (``bench.embedding.shared``): decided
     here, before the index and retrieval stages read ``embed_docs``."""
     emb, device = s.comps.embedder, s.device
+    engine = s.comps.parts.get("embedding") or LocalEngine()
     name = type(emb).__name__
     data = s.node("data")
     shared = token_index = None
@@ -206,12 +242,15 @@ def expand(s: PlanState) -> PlanState:
         shared = Node.of(SharedPassOp(emb, reranker, device),
                          f"{name} documents and {type(reranker).__name__} token index, one pass",
                          chunks=s.node("chunk"))
+        if not isinstance(engine, LocalEngine):  # said, not silent: one pass does both
+            log.warning("embedding=%s: the documents are encoded in this process by the pass "
+                        "shared with the %s index", engine.label, type(reranker).__name__)
         token_index = Node.of(SharedIndexOp(reranker),
                               f"{reranker.name} passage index (shared pass)",
                               chunks=s.node("chunk"), shared=shared)
     return s.with_nodes(
         passage_index=token_index,
-        embed_docs=Node.of(EmbedOp(emb, "document", device), f"{name} documents",
+        embed_docs=Node.of(EmbedOp(emb, "document", device, engine=engine), f"{name} documents",
                            source=s.node("chunk"), shared=shared),
         embed_queries=Node.of(EmbedOp(emb, "query", device), f"{name} queries", source=data),
         query_latency=Node.of(QueryLatencyOp(emb, device), f"{name} single-query latency",

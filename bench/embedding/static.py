@@ -128,6 +128,10 @@ class StaticEmbedder:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
 
+    def shard_order(self, texts: Sequence[str], *, kind: str) -> None:
+        """None: a row's vector is its own sparse row times the table, whatever its batch."""
+        return None
+
     def encode(self, texts: Sequence[str], *, kind: str, out: np.ndarray) -> EmbeddingStats:
         inputs = with_prefix(texts, kind=kind, query_prefix=self.query_prefix,
                              document_prefix=self.document_prefix)

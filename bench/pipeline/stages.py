@@ -35,8 +35,10 @@ STAGES: tuple[Stage, ...] = (
     Stage("parsing", ("parser",), builder="bench.parsing.stage:build_parser",
           writer="bench.parsing.report:write"),
     Stage("chunking", ("chunker",), "bench.chunking.stage:expand", required=True),
-    Stage("embedding", ("embedder",), "bench.embedding.stage:expand", takes_device=True,
-          required=True, outputs="bench.embedding.outputs:OUTPUTS"),
+    # embedding: where the corpus pass runs (local | ray), bench.embedding.engine
+    Stage("embedding", ("embedder", "embedding"), "bench.embedding.stage:expand",
+          takes_device=True, required=True, outputs="bench.embedding.outputs:OUTPUTS",
+          builder="bench.embedding.stage:build"),
     Stage("index", ("index",), "bench.index.stage:expand", ("index_bytes", "build_s"),
           takes_device=True, required=True, config_kinds=("dense", "reranked"),
           outputs="bench.index.outputs:OUTPUTS"),

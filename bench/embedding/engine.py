@@ -1,0 +1,323 @@
+"""Where the corpus pass of the embedding stage runs (``conf/embedding``).
+
+``embedding=local`` (the default): in this process, ``embedder.encode`` as before.
+
+``embedding=ray``: the documents are cut into shards of ``shard_rows`` rows and encoded by
+``workers`` Ray actors (Ray Data ``map_batches`` over a callable class: each actor builds the
+embedder once from the run's ``embedder`` config, then encodes one shard per call), on this
+machine (a local Ray started for the pass) or on a cluster (``address``). The vectors are the
+single pass's, bit for bit, so the engine is not part of the artifact's key:
+
+- an embedder whose vectors do not depend on their batch (``ShardableEmbedder.shard_order``
+  is None: the static table lookup) gets contiguous row ranges;
+- one that batches by length (ONNX, sentence-transformers) gets shards cut from ITS length
+  order in whole batches (``shard_rows`` rounded up to a multiple of its ``batch_size``): a
+  worker's ``encode`` of a shard, given in that order, forms exactly the batches the single
+  pass forms (its stable sort keeps an already sorted shard as it is), so every model call
+  sees the same padded inputs.
+
+``tests/embedding/test_engine.py`` checks ``np.array_equal`` against the single pass for the
+static and the ONNX encoder. An embedder that cannot promise this (a remote server) is refused
+at config time.
+
+Resume: each shard is written to ``<shards_dir>/<pass key>/part-NNNNN.npy`` (atomic rename),
+then ``part-NNNNN.json`` (its statistics: the done marker). The pass key hashes the embedder's
+cache parameters, the shard layout and every text, so a rerun of the same pass after a crash
+(``kill -9`` of the run, a worker that died) encodes only the shards without a done marker;
+a shard whose attempt started and never finished is counted as redone
+(``EmbeddingStats.shards_redone``), a shard finished by an earlier run as reused. Ray restarts
+a worker that died (at most ``max_retries`` times) and retries its shard. The vectors are
+assembled into the artifact in row order and the shard folder is removed.
+
+Multi-machine: every worker writes its shards into ``shards_dir``, so on a cluster it must be a
+folder all nodes see (NFS, a shared volume), as ``cache_dir`` already must be for sweeps; the
+driver reads them back to assemble the memmap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from bench.cache.store import canonical_json
+from bench.config.build import OptionError
+from bench.embedding.base import Embedder, EmbeddingEngine, EmbeddingStats, ShardableEmbedder
+from bench.errors import BenchError, ConfigError, MissingDependencyError
+
+log = logging.getLogger("bench")
+
+__all__ = ["ConfigRecipe", "EmbedderRecipe", "EmbeddingEngine", "LocalEngine", "RayEngine"]
+
+#: default shards per pass folder are this many rows (rounded up to whole batches)
+SHARD_ROWS = 8192
+
+
+@runtime_checkable
+class EmbedderRecipe(Protocol):
+    """How a worker process builds the run's embedder (it cannot be pickled once loaded)."""
+
+    def make(self) -> Embedder: ...
+
+
+@dataclass(frozen=True)
+class ConfigRecipe:
+    """The embedder built from its config node (as JSON) on ``device``, as the run built it."""
+
+    config_json: str
+    device: str
+
+    def make(self) -> Embedder:
+        from bench.config.build import build
+
+        emb = build(json.loads(self.config_json), "embedder", device=self.device)
+        assert emb is not None, "the embedding stage is required"
+        return emb  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalEngine:
+    """The corpus pass in this process."""
+
+    embedder: EmbedderRecipe | None = None
+
+    @property
+    def label(self) -> str:
+        return "local"
+
+    def check(self, embedder: Embedder) -> None:
+        return None
+
+    def encode_documents(self, embedder: Embedder, texts: Sequence[str], *,
+                         out: np.ndarray) -> EmbeddingStats:
+        return embedder.encode(texts, kind="document", out=out)
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """The rows of each shard, in the order its worker must see them."""
+
+    rows: tuple[np.ndarray, ...]
+    ordered: bool  # cut from the embedder's length order (else contiguous row ranges)
+    shard_rows: int
+
+    @classmethod
+    def of(cls, embedder: ShardableEmbedder, texts: Sequence[str], *,
+           shard_rows: int) -> ShardPlan:
+        order = embedder.shard_order(texts, kind="document")
+        n = len(texts)
+        if order is None:
+            return cls(tuple(np.arange(s, min(s + shard_rows, n), dtype=np.int64)
+                             for s in range(0, n, shard_rows)), False, shard_rows)
+        # whole batches per shard: the worker's batches are then the single pass's batches
+        bs = embedder.batch_size
+        rows = -(-shard_rows // bs) * bs
+        order = np.asarray(order, dtype=np.int64)
+        return cls(tuple(order[s : s + rows] for s in range(0, n, rows)), True, rows)
+
+
+def pass_key(embedder: Embedder, texts: Sequence[str], plan: ShardPlan) -> str:
+    """The content key of one sharded pass: what a rerun must match to reuse its shards."""
+    h = hashlib.sha256(canonical_json({
+        "embedder": embedder.cache_params(), "kind": "document", "n": len(texts),
+        "shard_rows": plan.shard_rows, "ordered": plan.ordered}).encode())
+    for t in texts:
+        h.update(b"\x00" + t.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def _atomic(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, mode) as fh:
+            write(fh)
+        os.replace(tmp, path)  # a crash leaves no half-written shard
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def shard_done(folder: Path, shard: int, n_rows: int, dim: int) -> dict[str, Any] | None:
+    """The done marker's statistics of a finished shard (None: not finished, or damaged)."""
+    try:
+        stats = json.loads((folder / f"part-{shard:05d}.json").read_text())
+        vecs = np.load(folder / f"part-{shard:05d}.npy", mmap_mode="r")
+    except (OSError, ValueError):
+        return None
+    ok = vecs.shape == (n_rows, dim) and vecs.dtype == np.float32 and isinstance(stats, dict)
+    return stats if ok else None
+
+
+def encode_shard(embedder: Embedder, folder: Path, shard: int, texts: Sequence[str]) -> None:
+    """One worker call: encode a shard and write it (vectors, then the done marker). The
+    attempt is recorded first, so an attempt that dies is seen by the next one."""
+    (folder / f"part-{shard:05d}.try-{os.getpid()}-{uuid.uuid4().hex[:6]}").touch()
+    attempts = len(list(folder.glob(f"part-{shard:05d}.try-*")))
+    out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
+    stats = embedder.encode(texts, kind="document", out=out)
+    _atomic(folder / f"part-{shard:05d}.npy", lambda fh: np.save(fh, out, allow_pickle=False))
+    done = {**stats.__dict__, "attempts": attempts, "pid": os.getpid()}
+    _atomic(folder / f"part-{shard:05d}.json", lambda fh: fh.write(json.dumps(done)), "w")
+
+
+class _ShardWorker:
+    """A Ray Data actor: builds the embedder once, then encodes one shard per batch row."""
+
+    def __init__(self, recipe: EmbedderRecipe, folder: str) -> None:
+        self.embedder = recipe.make()
+        self.folder = Path(folder)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        for shard, texts in zip(batch["shard"], batch["texts"], strict=True):
+            encode_shard(self.embedder, self.folder, int(shard), [str(t) for t in texts])
+        return {"shard": np.asarray(batch["shard"], dtype=np.int64),
+                "pid": np.full(len(batch["shard"]), os.getpid(), dtype=np.int64)}
+
+
+def _sum(done: Sequence[dict[str, Any]], key: str) -> int | None:
+    vals = [d.get(key) for d in done]
+    return None if any(v is None for v in vals) else int(sum(vals))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RayEngine:
+    """The corpus pass over ``workers`` Ray actors (module docstring).
+
+    workers: actors (one per GPU on a GPU box: ``gpus_per_worker: 1``); shard_rows: rows per
+    shard (rounded up to whole batches for a length-batched embedder); address: a running Ray
+    cluster (null: a local Ray for the pass, ``workers * cpus_per_worker`` CPUs);
+    max_retries: restarts of a worker that died (its shard is redone each time);
+    shards_dir: where the shards wait until the pass is assembled (shared by all nodes on a
+    cluster). None of these changes the vectors.
+    """
+
+    workers: int = 2
+    shard_rows: int = SHARD_ROWS
+    address: str | None = None
+    cpus_per_worker: float = 1.0
+    gpus_per_worker: float = 0.0
+    max_retries: int = 3
+    shards_dir: str = ".cache/bench/embed_shards"
+    embedder: EmbedderRecipe | None = None
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise OptionError("workers", f"must be >= 1, got {self.workers}")
+        if self.shard_rows < 1:
+            raise OptionError("shard_rows", f"must be >= 1, got {self.shard_rows}")
+        if self.cpus_per_worker <= 0:
+            raise OptionError("cpus_per_worker", f"must be > 0, got {self.cpus_per_worker}")
+        if self.gpus_per_worker < 0:
+            raise OptionError("gpus_per_worker", f"must be >= 0, got {self.gpus_per_worker}")
+        if self.max_retries < 0:
+            raise OptionError("max_retries", f"must be >= 0, got {self.max_retries}")
+        try:
+            import ray.data  # noqa: F401
+        except ImportError:
+            raise MissingDependencyError("ray", "cluster", "embedding=ray") from None
+
+    @property
+    def label(self) -> str:
+        return f"ray, {self.workers} workers"
+
+    def check(self, embedder: Embedder) -> None:
+        """A config error unless ``embedder``'s pass can be split bit for bit."""
+        if not isinstance(embedder, ShardableEmbedder):
+            raise ConfigError("embedding", f"{type(embedder).__name__} cannot be split into "
+                              "shards with the single pass's vectors (embedding=ray takes "
+                              "the in-process embedders: static, onnx, sentence-transformers); "
+                              "use embedding=local")
+
+    def encode_documents(self, embedder: Embedder, texts: Sequence[str], *,
+                         out: np.ndarray) -> EmbeddingStats:
+        self.check(embedder)
+        assert isinstance(embedder, ShardableEmbedder)
+        if self.embedder is None:
+            raise ValueError("RayEngine needs the embedder's recipe (the pipeline gives it)")
+        plan = ShardPlan.of(embedder, texts, shard_rows=self.shard_rows)
+        folder = Path(self.shards_dir) / pass_key(embedder, texts, plan)
+        folder.mkdir(parents=True, exist_ok=True)
+        dim = embedder.dim
+        todo = [s for s, rows in enumerate(plan.rows)
+                if shard_done(folder, s, len(rows), dim) is None]
+        reused = len(plan.rows) - len(todo)
+        t0 = time.perf_counter()
+        if todo:
+            log.info("embed_docs: %d of %d shards to encode over %s (%d done by an earlier "
+                     "run)", len(todo), len(plan.rows), self.label, reused)
+            self._run(plan, todo, texts, folder, dim)
+        wall = time.perf_counter() - t0
+        done: list[dict[str, Any]] = []
+        for s, rows in enumerate(plan.rows):
+            stats = shard_done(folder, s, len(rows), dim)
+            if stats is None:
+                raise BenchError(f"embedding shard {s} of {folder} is missing after the pass")
+            out[rows] = np.load(folder / f"part-{s:05d}.npy")
+            done.append(stats)
+        redone = sum(1 for d in done if int(d.get("attempts", 1)) > 1)
+        result = EmbeddingStats(
+            n_texts=len(texts), n_tokens=int(sum(d["n_tokens"] for d in done)), wall_s=wall,
+            n_truncated=int(sum(d["n_truncated"] for d in done)),
+            n_truncated_tokens=_sum(done, "n_truncated_tokens"),
+            max_tokens=done[0].get("max_tokens") if done else None,
+            workers=self.workers, shards=len(plan.rows), shards_reused=reused,
+            shards_redone=redone)
+        _remove(folder)
+        return result
+
+    def _run(self, plan: ShardPlan, todo: Sequence[int], texts: Sequence[str],
+             folder: Path, dim: int) -> None:
+        import pyarrow as pa
+        import ray
+        import ray.data
+
+        started_here = not ray.is_initialized()
+        if started_here:
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            if self.address:
+                ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+            else:
+                ray.init(num_cpus=max(1, int(np.ceil(self.workers * self.cpus_per_worker))),
+                         num_gpus=int(np.ceil(self.workers * self.gpus_per_worker)),
+                         include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
+        try:
+            ctx = ray.data.DataContext.get_current()
+            ctx.enable_progress_bars = False
+            # one block per shard, one shard per call: a worker that dies loses one shard
+            blocks = [pa.table({"shard": [s],
+                                "texts": [[texts[int(i)] for i in plan.rows[s]]]})
+                      for s in todo]
+            ds = ray.data.from_arrow(blocks).map_batches(
+                _ShardWorker, batch_size=1,
+                compute=ray.data.ActorPoolStrategy(size=self.workers),
+                num_cpus=self.cpus_per_worker, num_gpus=self.gpus_per_worker or None,
+                fn_constructor_args=(self.embedder, str(folder)),
+                max_restarts=self.max_retries, max_task_retries=self.max_retries)
+            try:
+                ds.materialize()
+            except Exception as exc:  # a worker raised, or died past its retries
+                finished = sum(1 for s in todo
+                               if shard_done(folder, s, len(plan.rows[s]), dim) is not None)
+                raise BenchError(
+                    f"embedding=ray: the pass failed ({' '.join(str(exc).split())[:300]}); "
+                    f"{finished} finished shards are kept in {folder}: a rerun encodes only "
+                    "the others") from None
+        finally:
+            if started_here:
+                ray.shutdown()
+
+
+def _remove(folder: Path) -> None:
+    for p in folder.iterdir():
+        p.unlink()
+    folder.rmdir()
