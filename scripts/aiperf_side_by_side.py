@@ -78,8 +78,12 @@ def run_aiperf(aiperf: str, url: str, data: Path, rate: float, n: int, out: Path
             str(seed), "--artifact-dir", str(out), "--export-level", "records",
             "--ui", "none", "--no-auto-plot"]
     t0 = time.perf_counter()
-    got = subprocess.run(argv, capture_output=True, text=True,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    # HF_HUB_OFFLINE is NOT passed on: with it AIPerf 0.13 sends even a folder through its
+    # hub-cache loader (HFValidationError); without it a folder is read as a folder, and
+    # nothing is fetched (the folder has every tokenizer file)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    got = subprocess.run(argv, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     (out / "aiperf.log").parent.mkdir(parents=True, exist_ok=True)
     (out / "aiperf.log").write_text(got.stdout + "\n" + got.stderr)
@@ -164,9 +168,8 @@ def main() -> None:
     p.add_argument("--tpot-ms", type=float, default=5.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="keep the artifacts here")
-    # AIPerf 0.13 refuses the packaged MiniLM's folder as a tokenizer (its loader takes the
-    # path for a hub repo id, HFValidationError); "builtin" is its offline tiktoken one
-    p.add_argument("--tokenizer", default="builtin",
+    # "builtin" (AIPerf's tiktoken one) downloads its encoding: not offline
+    p.add_argument("--tokenizer", default="",
                    help="AIPerf's --tokenizer ('' = the packaged MiniLM's folder)")
     a = p.parse_args()
     if not Path(a.aiperf).exists():
