@@ -5,7 +5,8 @@
   its cores and the GIL, which the scale-out check then measures). No faults.
 - :class:`HttpBackend`: served processes (``start(i)`` launches replica i) behind the
   round-robin HTTP client; the ceiling is measured against a real null server on this
-  machine; faults go through the real fault proxy in front of replica 0.
+  machine (:func:`bench.capacity.servers.null_server`, through the same client); faults go
+  through the real fault proxy in front of replica 0.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Protocol
 
 from bench.capacity.driver import PoolTarget, Target
 from bench.capacity.http import HttpTarget
-from bench.capacity.servers import fault_proxy, synthetic
+from bench.capacity.servers import fault_proxy, null_server
 from bench.capacity.study import FaultRig
 
 
@@ -95,7 +96,7 @@ class HttpBackend:
 
     @asynccontextmanager
     async def null_target(self) -> AsyncIterator[Target]:
-        with synthetic(log_path=self.work_dir / "null-server.log") as null:
+        with null_server(log_path=self.work_dir / "null-server.log") as null:
             async with HttpTarget([null.url], path="/v1/answer", body=lambda q: {"query": q},
                                   name="a null HTTP server on this machine") as t:
                 yield t
@@ -188,7 +189,7 @@ class EndpointBackend:
 
     @asynccontextmanager
     async def null_target(self) -> AsyncIterator[Target]:
-        with synthetic(log_path=self.work_dir / "null-server.log") as null:
+        with null_server(log_path=self.work_dir / "null-server.log") as null:
             async with self._pooled(functools.partial(
                     HttpTarget, [null.url], path="/v1/answer", body=null_body,
                     name="a null HTTP server on this machine")) as t:

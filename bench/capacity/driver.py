@@ -23,9 +23,11 @@ were shown is not retried — the tokens already received are kept in the record
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -163,7 +165,9 @@ async def _one(i: int, query: int, intended: float, t0: float, target: Target,
             return await attempt_loop()
 
     try:
-        reply = await asyncio.wait_for(gated(), timeout=max(deadline - time.perf_counter(), 0))
+        # asyncio.timeout, not wait_for: wait_for wraps the request in a second task
+        async with asyncio.timeout(max(deadline - time.perf_counter(), 0)):
+            reply = await gated()
     except TimeoutError:
         now = time.perf_counter()
         part = last  # a stream in progress when the time ran out: keep what arrived
@@ -180,6 +184,25 @@ async def _one(i: int, query: int, intended: float, t0: float, target: Target,
                          reply.error, reply.replica)
 
 
+@contextmanager
+def quiet_gc() -> Iterator[None]:
+    """No garbage collection while an open-loop level is sent over HTTP: a full collection
+    walks every object of the process (numpy, the models, the config: tens of ms) and lands
+    in some request's latency. The objects alive before the level are frozen out of later
+    collections, collection is off until the level ends, then one collection runs (outside
+    the timed window) and the frozen objects are handed back."""
+    was = gc.isenabled()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+        gc.unfreeze()
+        gc.collect(0)
+
+
 async def run_open(schedule: Schedule, target: Target, *, timeout_s: float = 30.0,
                    max_concurrency: int | None = None,
                    retry: RetryPolicy | None = None,
@@ -194,14 +217,18 @@ async def run_open(schedule: Schedule, target: Target, *, timeout_s: float = 30.
     # the level's start on the wall clock (per-request exports name epoch times)
     start_epoch = time.time() - (time.perf_counter() - t0)
     tasks = []
-    for i in range(len(schedule)):
-        intended = float(schedule.send_s[i])
-        delay = t0 + intended - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(
-            _one(i, int(schedule.query[i]), intended, t0, target, gate, timeout_s, policy)))
-    records = tuple(await asyncio.gather(*tasks))
+    send_s = schedule.send_s.tolist()
+    query = schedule.query.tolist()
+    # an in-process chain runs in this process's threads: its collections are the service's
+    # own, left as they are
+    with nullcontext() if isinstance(target, PoolTarget) else quiet_gc():
+        for i, intended in enumerate(send_s):
+            delay = t0 + intended - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(
+                _one(i, int(query[i]), intended, t0, target, gate, timeout_s, policy)))
+        records = tuple(await asyncio.gather(*tasks))
     duration = max((r.end_s for r in records), default=0.0)
     return LevelRun(schedule, records, duration, "open", max_concurrency,
                     meta={"start_epoch_s": repr(start_epoch)})

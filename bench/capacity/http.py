@@ -1,5 +1,5 @@
-"""Asynchronous HTTP target: one ``httpx.AsyncClient`` on the driver's event loop, many
-requests in flight, round-robin over replicas.
+"""Asynchronous HTTP target: one keep-alive client session (:mod:`bench.capacity.transport`)
+on the driver's event loop, many requests in flight, round-robin over replicas.
 
 A request is ``POST {url}{path}`` with ``body(query)`` as JSON. A ``text/event-stream``
 reply is read as server-sent events: every ``data:`` event that carries text is one content
@@ -26,10 +26,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from bench.capacity import transport
 from bench.capacity.driver import Reply
 from bench.http.client import redact, secret_values
 
 RATE_LIMITED = frozenset({429, 503})
+_JSON = {"content-type": "application/json"}
 
 
 def _chunk_text(payload: Any) -> tuple[str | None, str | None]:
@@ -94,22 +96,17 @@ class HttpTarget:
         self._client: Any = None
 
     async def __aenter__(self) -> HttpTarget:
-        import httpx
-
-        self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(self.timeout_s), headers=self.headers,
-            limits=httpx.Limits(max_connections=self.max_connections,
-                                max_keepalive_connections=self.max_connections))
+        self._client = transport.session(timeout_s=self.timeout_s,
+                                         max_connections=self.max_connections,
+                                         headers=self.headers)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         if self._client is not None:
-            await self._client.aclose()
+            await self._client.close()
             self._client = None
 
     async def send(self, query: int) -> Reply:
-        import httpx
-
         replica = next(self._turn)
         url = self.urls[replica] + self.path
         started = time.perf_counter()
@@ -118,22 +115,24 @@ class HttpTarget:
         parts: list[str] = []
         answer: str | None = None
         try:
-            async with self._client.stream("POST", url, json=self.body(query)) as resp:
-                if resp.status_code in RATE_LIMITED:
-                    await resp.aread()
+            async with self._client.post(url, data=json.dumps(self.body(query)).encode(),
+                                         headers=_JSON) as resp:
+                if resp.status in RATE_LIMITED:
+                    await resp.read()
                     return Reply("rate_limited", started, time.perf_counter(),
-                                 error=f"HTTP {resp.status_code}", retry=True,
-                                 retry_after_s=_retry_after(resp.headers.get("retry-after")),
+                                 error=f"HTTP {resp.status}", retry=True,
+                                 retry_after_s=_retry_after(transport.header(resp,
+                                                                             "retry-after")),
                                  replica=replica)
-                if resp.status_code >= 400:
-                    await resp.aread()
+                if resp.status >= 400:
+                    await resp.read()
                     # 502: a gateway whose backend is down (restarting) — nothing was served
                     return Reply("failed", started, time.perf_counter(),
-                                 error=f"HTTP {resp.status_code}", replica=replica,
-                                 retry=resp.status_code == 502)
-                if resp.headers.get("content-type", "").startswith("text/event-stream"):
+                                 error=f"HTTP {resp.status}", replica=replica,
+                                 retry=resp.status == 502)
+                if transport.content_type(resp).startswith("text/event-stream"):
                     event = ""
-                    async for line in resp.aiter_lines():
+                    async for line in transport.lines(resp):
                         if line.startswith("event:"):
                             event = line[6:].strip()
                             continue
@@ -165,15 +164,15 @@ class HttpTarget:
                             later.append(now)
                         parts.append(text)
                 else:
-                    raw = await resp.aread()
+                    raw = await resp.read()
                     try:
                         answer = _json_answer(json.loads(raw))
                     except json.JSONDecodeError:
                         answer = raw.decode(errors="replace")
-        except httpx.TimeoutException:
+        except transport.TIMEOUT:
             return Reply("timeout", started, time.perf_counter(), first, tuple(later),
                          len(parts), "".join(parts) or None, "client timeout", replica=replica)
-        except httpx.TransportError as exc:
+        except transport.TRANSPORT as exc:
             # Before any content the server may be restarting: retry. After content, the
             # user already saw a partial answer: keep it, do not retry.
             return Reply("failed", started, time.perf_counter(), first, tuple(later),

@@ -27,7 +27,8 @@ The OpenAI and rerank shapes are presets: a template and a mapping of the same k
 stored or logged).
 
 :class:`MappedTarget` is the asynchronous twin of ``HTTPSystem``'s request: one
-``httpx.AsyncClient`` on the driver's loop, many requests in flight. A streamed reply's
+keep-alive client session (:mod:`bench.capacity.transport`) on the driver's loop, many
+requests in flight. A streamed reply's
 answer is joined from each event's ``delta``, its other fields read from the events that
 carry them; TTFT is the first non-empty delta, ITL the gaps between deltas. Each reply is
 one :class:`bench.capacity.driver.Reply`; ``answer`` holds what the quality metric reads:
@@ -150,17 +151,15 @@ class MappedTarget:
         self._client: Any = None
 
     async def __aenter__(self) -> MappedTarget:
-        import httpx
+        from bench.capacity import transport
 
-        self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(self.timeout_s),
-            limits=httpx.Limits(max_connections=self.max_connections,
-                                max_keepalive_connections=self.max_connections))
+        self._client = transport.session(timeout_s=self.timeout_s,
+                                         max_connections=self.max_connections)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         if self._client is not None:
-            await self._client.aclose()
+            await self._client.close()
             self._client = None
 
     def body(self, q: int) -> Any:
@@ -194,8 +193,7 @@ class MappedTarget:
         return answer if isinstance(answer, str) else (" ".join(ids) if ids else None)
 
     async def send(self, query: int) -> Reply:
-        import httpx
-
+        from bench.capacity import transport
         from bench.system.mapping import MappingError, Parsed
 
         replica = next(self._turn)
@@ -207,24 +205,27 @@ class MappedTarget:
         fields: dict[str, Any] = {}
         kw: dict[str, Any] = {"headers": self.system._headers()}
         if self.system.method == "POST":
-            kw["json"] = self.body(query)
+            kw["data"] = json.dumps(self.body(query)).encode()
+            if not any(k.lower() == "content-type" for k in kw["headers"]):
+                kw["headers"] = {**kw["headers"], "content-type": "application/json"}
         try:
-            async with self._client.stream(self.system.method, url, **kw) as resp:
-                if resp.status_code in RATE_LIMITED:
-                    await resp.aread()
+            async with self._client.request(self.system.method, url, **kw) as resp:
+                if resp.status in RATE_LIMITED:
+                    await resp.read()
                     return Reply("rate_limited", started, time.perf_counter(),
-                                 error=f"HTTP {resp.status_code}", retry=True,
-                                 retry_after_s=_retry_after(resp.headers.get("retry-after")),
+                                 error=f"HTTP {resp.status}", retry=True,
+                                 retry_after_s=_retry_after(transport.header(resp,
+                                                                             "retry-after")),
                                  replica=replica)
-                if resp.status_code >= 400:
-                    raw = await resp.aread()
+                if resp.status >= 400:
+                    raw = await resp.read()
                     return Reply("failed", started, time.perf_counter(),
-                                 error=f"HTTP {resp.status_code}: "
+                                 error=f"HTTP {resp.status}: "
                                        f"{raw[:120].decode(errors='replace')}",
-                                 replica=replica, retry=resp.status_code == 502)
+                                 replica=replica, retry=resp.status == 502)
                 if self.system.stream:
                     data: list[str] = []
-                    async for line in resp.aiter_lines():
+                    async for line in transport.lines(resp):
                         if line.startswith("data:"):
                             v = line[5:]
                             data.append(v[1:] if v.startswith(" ") else v)
@@ -256,7 +257,7 @@ class MappedTarget:
                     if missing is not None:
                         raise _Invalid(missing)
                 else:
-                    raw = await resp.aread()
+                    raw = await resp.read()
                     try:
                         fields = vars(self.mapping.parse(json.loads(raw)))
                     except json.JSONDecodeError:
@@ -266,10 +267,10 @@ class MappedTarget:
         except (_Invalid, MappingError) as exc:
             return Reply("invalid", started, time.perf_counter(), first, tuple(later),
                          len(parts), "".join(parts) or None, str(exc)[:300], replica=replica)
-        except httpx.TimeoutException:
+        except transport.TIMEOUT:
             return Reply("timeout", started, time.perf_counter(), first, tuple(later),
                          len(parts), "".join(parts) or None, "client timeout", replica=replica)
-        except httpx.TransportError as exc:
+        except transport.TRANSPORT as exc:
             # before any content the service may be restarting: retry; after content the
             # user saw a partial answer: keep it, do not retry
             return Reply("failed", started, time.perf_counter(), first, tuple(later),

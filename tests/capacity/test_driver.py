@@ -105,3 +105,35 @@ def test_unreachable_target_fails_every_request_after_bounded_retries() -> None:
     run = asyncio.run(go())
     assert [r.status for r in run.records] == ["failed"] * 5
     assert all(r.attempts == 3 for r in run.records)
+
+
+class _GcProbe:
+    """A target that answers at once and notes whether collection was on when asked."""
+
+    name = "gc probe"
+
+    def __init__(self) -> None:
+        self.enabled: list[bool] = []
+
+    async def send(self, query: int):  # type: ignore[no-untyped-def]
+        import gc
+
+        from bench.capacity.driver import Reply
+
+        self.enabled.append(gc.isenabled())
+        t = time.perf_counter()
+        return Reply("ok", t, t)
+
+
+def test_no_collection_while_an_open_level_is_sent() -> None:
+    import gc
+
+    probe = _GcProbe()
+    frozen = gc.get_freeze_count()
+    assert gc.isenabled()
+    run = asyncio.run(run_open(poisson_arrivals(rate_rps=500, n=20, n_queries=4, seed=1),
+                               probe, timeout_s=5))
+    assert [r.status for r in run.records] == ["ok"] * 20
+    assert probe.enabled == [False] * 20
+    # after the level: collection back on, nothing left frozen
+    assert gc.isenabled() and gc.get_freeze_count() == frozen

@@ -56,9 +56,9 @@ def test_fault_survived(kind: str, fresh_service: Served, proxy: Served) -> None
 
 
 def test_ceiling_against_the_null_endpoint(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from bench.capacity.servers import synthetic
+    from bench.capacity.servers import null_server
 
-    with synthetic(log_path=tmp_path / "null.log") as null:
+    with null_server(log_path=tmp_path / "null.log") as null:
         async def go():  # type: ignore[no-untyped-def]
             async with HttpTarget([null.url], path="/v1/answer",
                                   body=lambda q: {"query": q}) as t:
