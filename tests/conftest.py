@@ -111,6 +111,54 @@ for _name in ("retrieve_gives_the_runs_ranking_for_every_query",
     SLOW[f"tests/serve/test_serve.py::test_{_name}"] = "the module's shared run and server"
 
 
+# Seconds each of the costliest modules took in the parallel pass (pytest --durations=0,
+# summed per module, idle 2-core box, 2026-12-03). xdist hands whole modules to the workers
+# in collection order, by default with the modules of most tests first, so a 3-test module
+# of several minutes used to start last and run alone at the end. The scheduler below hands
+# out the costliest module first (longest-processing-time order); unlisted modules follow
+# in xdist's order. A stale figure only reorders the queue: no test is added or dropped.
+COST_S: dict[str, float] = {
+    "tests/pipeline/test_capacity_study.py": 238, "tests/report/test_launchers.py": 148,
+    "tests/hostile/test_hostile_inputs.py": 147, "tests/serve/test_remote_backends.py": 139,
+    "tests/pipeline/test_capacity_http.py": 111, "tests/metrics/test_evaluate_cli.py": 91,
+    "tests/pipeline/test_pipeline_e2e.py": 86, "tests/config/test_configs.py": 53,
+    "tests/data/test_data_foldoc_v2.py": 46, "tests/traces/test_traces_traffic.py": 42,
+    "tests/filters/test_metadata_filter.py": 35, "tests/traces/test_traces_serve.py": 31,
+    "tests/pipeline/test_lanes_e2e.py": 30, "tests/serve/test_serve_generation.py": 30,
+    "tests/embedding/test_onnx_embedder.py": 29, "tests/route/test_router.py": 29,
+    "tests/fusion/test_fusion.py": 27, "tests/test_docs.py": 22,
+    "tests/pipeline/test_generation_plan.py": 21, "tests/generation/test_transformers_cpu.py": 20,
+}
+
+
+@pytest.hookimpl(optionalhook=True)  # `-p no:xdist` (the serial pass) has no such hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]
+    """``--dist loadfile`` with the costliest module first (COST_S); other modes as xdist's."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class CostFirst(LoadFileScheduling):  # type: ignore[misc]
+        def _assign_work_unit(self, node):  # type: ignore[no-untyped-def]
+            # xdist pops the queue's head; take the costliest module instead (ties: the head)
+            scope = max(self.workqueue, key=lambda s: COST_S.get(s, 0.0))
+            self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
+
+    return CostFirst(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # numba compiles the CPU kernels into their __pycache__ on first use (~40 s of one core);
+    # without this, every worker and every subprocess started before the cache exists compiled
+    # them again. make setup has usually done it (0.6 s to check); the controller or a plain
+    # pytest run does it once, before any worker starts.
+    if not hasattr(config, "workerinput"):
+        import bench_kernels
+
+        bench_kernels.warmup()
+
+
 def _listed(nodeid: str, listed: dict[str, str]) -> bool:
     path = nodeid.split("::", 1)[0]
     return path in listed or nodeid in listed or nodeid.split("[", 1)[0] in listed

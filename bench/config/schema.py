@@ -137,6 +137,9 @@ class CapacityConfig:
     ceiling_limit_ms: float = 1.0
     #: the ceiling search stops here (every rate up to it passed: the ceiling is at least it)
     ceiling_max_rps: float = 20000.0
+    #: requests of each ceiling level (its low-rate warm-up and base levels run at 20 req/s,
+    #: so 200 of them are 20 s of the study's clock)
+    ceiling_min_requests: int = 200
     closed_users: int = 4
     sweep_shares: list[float] = field(default_factory=lambda: [0.5, 1.0, 1.5])
     #: replicas of the scale-out check (<= 1: skip it)

@@ -112,6 +112,7 @@ def study_settings(cap: CapacityConfig) -> StudySettings:
               "capacity.knee_max_levels": cap.knee_max_levels >= 1,
               "capacity.ceiling_limit_ms": cap.ceiling_limit_ms > 0,
               "capacity.ceiling_max_rps": cap.ceiling_max_rps > 0,
+              "capacity.ceiling_min_requests": cap.ceiling_min_requests >= 1,
               "capacity.closed_users": cap.closed_users >= 1,
               "capacity.sweep_shares": all(x > 0 for x in cap.sweep_shares),
               "capacity.fault_share": cap.fault_share > 0,
@@ -137,6 +138,7 @@ def study_settings(cap: CapacityConfig) -> StudySettings:
         knee_max_levels=int(cap.knee_max_levels), knee_max_seconds=float(cap.knee_max_seconds),
         ceiling_limit_ms=float(cap.ceiling_limit_ms), closed_users=int(cap.closed_users),
         ceiling_max_rps=float(cap.ceiling_max_rps),
+        ceiling_min_requests=int(cap.ceiling_min_requests),
         sweep_shares=tuple(float(x) for x in cap.sweep_shares), replicas=int(cap.replicas),
         scale_knee_max_levels=int(cap.scale_knee_max_levels),
         faults=tuple(Fault(f) for f in cap.faults), fault_share=float(cap.fault_share),  # type: ignore[arg-type]

@@ -15,6 +15,9 @@ SMALL = ["reranker=none", "budget=none", "+experiment=capacity", "capacity.level
          "capacity.level_min_requests=10", "capacity.level_max_requests=40",
          "capacity.knee_start_rps=20", "capacity.knee_repeats=1", "capacity.knee_max_repeats=1",
          "capacity.knee_max_levels=3", "capacity.ceiling_limit_ms=1e4",
+         # the generator's ceiling only has to clear the rates below (<= 320 req/s); its own
+         # search is tests/capacity's: 40 requests a level, not 200 (20 s less of clock)
+         "capacity.ceiling_min_requests=40", "capacity.ceiling_max_rps=400",
          "capacity.slo_e2el_ms=2000", "capacity.closed_users=2",
          "capacity.sweep_shares=[0.5]", "capacity.scale_knee_max_levels=1",
          "capacity.resume=false"]
@@ -65,8 +68,11 @@ def test_open_study_in_process(cache: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_open_study_against_served_replicas(cache: Path, tmp_path: Path) -> None:
     # a served request can take seconds on a loaded 2-core box: slow rates, a lenient
-    # target, so the knee is found whatever the load and every step runs
-    _run(cache, tmp_path, *SMALL, "capacity.target=serve", "capacity.faults=[restart]",
+    # target, so the knee is found whatever the load and every step runs. What is checked is
+    # that every step runs and what it records, not a statistic: 4 requests a level (8 s at
+    # 0.5 req/s, not 20 s); the restart still lands 0.5 s into the fault level, mid-schedule
+    _run(cache, tmp_path, *SMALL, "capacity.level_min_requests=4",
+         "capacity.target=serve", "capacity.faults=[restart]",
          "capacity.knee_start_rps=0.5", "capacity.knee_max_levels=2", "capacity.attainment=0.5",
          "capacity.slo_e2el_ms=1e6", "capacity.timeout_s=60",
          "capacity.components=[embedder]", "capacity.component_max_levels=1")
@@ -95,3 +101,5 @@ def test_bad_study_settings_name_the_key(cache: Path, tmp_path: Path) -> None:
         _run(cache, tmp_path, *SMALL, "capacity.components=[gpu]")
     with pytest.raises(ConfigError, match=r"capacity\.component_slo_ms\.embedder"):
         _run(cache, tmp_path, *SMALL, "capacity.component_slo_ms={embedder: 0}")
+    with pytest.raises(ConfigError, match=r"capacity\.ceiling_min_requests"):
+        _run(cache, tmp_path, *SMALL, "capacity.ceiling_min_requests=0")
