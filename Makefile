@@ -48,6 +48,7 @@ test-fast: setup
 lint:
 	.venv/bin/ruff check bench kernels tests scripts
 	.venv/bin/mypy bench kernels/bench_kernels
+	.venv/bin/python scripts/import_cycles.py bench
 	$(MAKE) --no-print-directory docs
 
 # the documentation site into site/ (git-ignored); --strict: a broken link, a missing page or

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.compare import config_ids, load_side, valued_metrics
 from bench.docs import DECISIONS
 from bench.metrics.cli import OneLineParser, UsageError, format_table, run_cli
 from bench.metrics.pairing import paired
 from bench.metrics.power import Power, assumed_delta_sd, delta_sd, mde, n_needed
+from bench.results.run_dir import config_ids, load_side, valued_metrics
 from bench.results.scores import ConfigScores
 
 

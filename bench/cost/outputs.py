@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from bench.cost.parts import COMPONENTS
 from bench.pipeline.outputs import Column, Outputs, RowInput
 
 if TYPE_CHECKING:
@@ -14,8 +15,6 @@ if TYPE_CHECKING:
     from bench.generation.base import Generation
     from bench.pipeline.outcome import ConfigRun, Executed
 
-#: the priced components, each a ``cost_<component>`` column (bench.cost.prices.COMPONENTS)
-COMPONENTS = ("embedding", "retrieval", "rerank", "generation", "storage")
 
 
 def fill(row: RowInput, so_far: Mapping[str, Any]) -> dict[str, Any]:
@@ -23,7 +22,7 @@ def fill(row: RowInput, so_far: Mapping[str, Any]) -> dict[str, Any]:
 
     from bench.budget.chain import ChainBudget
     from bench.cost.prices import Prices
-    from bench.pipeline.record import e2e_timings, end_to_end_ms
+    from bench.pipeline.e2e import e2e_timings, end_to_end_ms
 
     c, done = row.run, row.done
     probe = done.probe
@@ -56,7 +55,7 @@ def query_cost_of(c: ConfigRun, done: Executed, prices: Prices) -> QueryCosts:
 
     from bench.cost.prices import query_costs
     from bench.index.stage import IndexArtifact
-    from bench.pipeline.record import e2e_timings, stage_ms_by_query
+    from bench.pipeline.e2e import e2e_timings, stage_ms_by_query
     from bench.rewrite.stage import rewrite_tokens
 
     qids, stage_ms = stage_ms_by_query(

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from bench.config.build import OptionError
-from bench.cost.outputs import COMPONENTS as COMPONENTS  # re-exported: the priced parts
+from bench.cost.parts import COMPONENTS as COMPONENTS  # re-exported: the priced parts
 from bench.pipeline.stages import cost_components
 
 PRICE_UNITS = ("gpu_hour", "cpu_hour")

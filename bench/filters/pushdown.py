@@ -49,7 +49,7 @@ from bench.pipeline.node import (
     mark_incomplete,
     read_incomplete,
 )
-from bench.pipeline.outputs import merge_statuses
+from bench.pipeline.statuses import merge_statuses
 from bench.retrieval.base import Hits, Pool, Retriever, order_key
 from bench.retrieval.stage import FOLD_STAGE, RETRIEVE_STAGE, RetrieveOp
 from bench.telemetry.base import StageTiming, TimingLog, stage_timer

@@ -20,11 +20,14 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.config.schema import GateConfig
-from bench.gates.regression import RegressionOutcome
 from bench.pipeline.gates import GateResult
 from bench.results.records import ConfigRow
+
+if TYPE_CHECKING:
+    from bench.gates.regression import RegressionOutcome
 
 THRESHOLD = "bench.gates.threshold"
 REGRESSION = "bench.gates.regression"

@@ -38,13 +38,13 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.compare import config_ids, load_side, per_query_path
 from bench.config.toplevel import check_scope
 from bench.errors import BenchError, ConfigError, InputError
 from bench.metrics.cli import format_table
 from bench.metrics.pairing import paired
 from bench.metrics.registry import find_metric, parse_metric
 from bench.metrics.stats import paired_compare
+from bench.results.run_dir import config_ids, load_side, per_query_path
 from bench.results.scores import ConfigScores, read_table, scores_of_table
 
 BOUNDS = ("ci_upper", "ci_lower", "mean")

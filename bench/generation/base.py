@@ -91,3 +91,13 @@ class StreamingGenerator(Generator, Protocol):
         """Generate ``request``'s answer, calling ``on_text`` with each new piece of text as
         it is decoded (the pieces join to ``Generation.text``); the record as ``generate``."""
         ...
+
+
+def generator_name(generator: Generator) -> str:
+    """Short model name for labels (``smollm2-135m-instruct``)."""
+    params = generator.cache_params()
+    model = str(params.get("model") or params.get("backend") or type(generator).__name__)
+    name = model.rstrip("/").rsplit("/", 1)[-1].lower()
+    for suffix in (".gguf",):
+        name = name.removesuffix(suffix)
+    return name.split(".", 1)[0]

@@ -194,3 +194,9 @@ def _load(path: Path) -> Generation:
 
     (gen,) = load_generations(path / _FILE)
     return gen
+
+
+def memoised(generator: Generator, cache_dir: str | Path) -> Generator:
+    """``generator`` behind the prompt memo (``generation.memo``), stored in the run's cache
+    (``cache_dir``)."""
+    return MemoGenerator(generator, ArtifactStore(Path(cache_dir).expanduser()))

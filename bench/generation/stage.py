@@ -52,6 +52,7 @@ from bench.generation.base import (
     GenerationRequest,
     Generator,
     SamplingParams,
+    generator_name,
 )
 from bench.pipeline.lanes import ConfigKind, ConfigSpec, PlanState, config_id_of
 from bench.pipeline.node import Node, OpTraits, Phase
@@ -108,16 +109,6 @@ def query_subset(dataset: Dataset, max_queries: int | None, seed: int,
             if by_cat[cat] and len(chosen) < max_queries:
                 chosen.add(by_cat[cat].pop())
     return tuple(i for i in ids if i in chosen)
-
-
-def generator_name(generator: Generator) -> str:
-    """Short model name for labels (``smollm2-135m-instruct``)."""
-    params = generator.cache_params()
-    model = str(params.get("model") or params.get("backend") or type(generator).__name__)
-    name = model.rstrip("/").rsplit("/", 1)[-1].lower()
-    for suffix in (".gguf",):
-        name = name.removesuffix(suffix)
-    return name.split(".", 1)[0]
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ class SearchResult:
 
     def by_query(self, query_ids: Sequence[str]) -> dict[str, str]:
         """``incomplete`` keyed by query id (``query_ids``: the ids of the rows searched):
-        the carrier every stage downstream joins (``bench.pipeline.outputs.QueryStatuses``).
+        the carrier every stage downstream joins (``bench.pipeline.statuses.QueryStatuses``).
         A backend sees vectors, not queries, so it reports rows."""
         return {query_ids[r]: st for r, st in self.incomplete.items()}
 

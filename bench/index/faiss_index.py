@@ -29,7 +29,7 @@ import numpy as np
 from bench.config.build import OptionError
 from bench.errors import DeviceError, MissingDependencyError
 from bench.index.base import BuildInfo, SearchResult
-from bench.index.memory import GIB, IndexMemory, estimate, machine_memory_bytes
+from bench.index.memory import GIB, IndexMemory, core_index, estimate, machine_memory_bytes
 
 log = logging.getLogger(__name__)
 
@@ -91,25 +91,13 @@ def _template_fields(factory: str) -> tuple[str, ...]:
     return tuple(fields)
 
 
-def _core_index(faiss: Any, index: Any) -> Any:
-    """The index under pre-transforms / id maps / refinement, where the query knobs live."""
-    idx = faiss.downcast_index(index)
-    while True:
-        if isinstance(idx, faiss.IndexPreTransform | faiss.IndexIDMap | faiss.IndexIDMap2):
-            idx = faiss.downcast_index(idx.index)
-        elif isinstance(idx, faiss.IndexRefine):
-            idx = faiss.downcast_index(idx.base_index)
-        else:
-            return idx
-
-
 def _knob_defaults(faiss: Any, index: Any) -> dict[str, int]:
     """Current value of every query knob the index supports.
 
     Search applies these before the caller's params so that a search is stateless: without
     it a ``{}`` entry of a sweep would silently inherit the knob set by the previous entry.
     """
-    core = _core_index(faiss, index)
+    core = core_index(faiss, index)
     knobs: dict[str, int] = {}
     if isinstance(core, faiss.IndexHNSW):
         knobs["ef_search"] = int(core.hnsw.efSearch)
@@ -179,7 +167,7 @@ class FaissBuiltIndex:
             if name not in QUERY_KNOBS:
                 raise OptionError(option, f"unknown query knob {name!r}")
             if name not in self._defaults:
-                kind = type(_core_index(_faiss(), self._cpu_index)).__name__
+                kind = type(core_index(_faiss(), self._cpu_index)).__name__
                 raise OptionError(f"{option}.{name}", f"does not apply to a faiss {kind}")
 
     def search(
@@ -427,11 +415,11 @@ class FaissIndex:
         t0 = time.perf_counter()
         index = self._empty_index(faiss, n, dim)
         if self.hnsw_ef_construction is not None:
-            hnsw_index = _core_index(faiss, index)
+            hnsw_index = core_index(faiss, index)
             if not isinstance(hnsw_index, faiss.IndexHNSW):
                 raise OptionError("hnsw_ef_construction", f"{factory!r} is not an HNSW index")
             hnsw_index.hnsw.efConstruction = self.hnsw_ef_construction
-        core = _core_index(faiss, index)
+        core = core_index(faiss, index)
         if isinstance(core, faiss.IndexIVFPQ | faiss.IndexPQ):
             # the factory turns on polysemous training (a simulated-annealing reordering of the
             # PQ centroids, ~40 s even on 2k vectors) which only Hamming-distance pre-filtering

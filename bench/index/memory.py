@@ -87,13 +87,23 @@ def _fmt(n_bytes: int) -> str:
     return f"{n_bytes / 1024**2:.1f} MiB"
 
 
+def core_index(faiss: Any, index: Any) -> Any:
+    """The index under pre-transforms / id maps / refinement, where the query knobs live."""
+    idx = faiss.downcast_index(index)
+    while True:
+        if isinstance(idx, faiss.IndexPreTransform | faiss.IndexIDMap | faiss.IndexIDMap2):
+            idx = faiss.downcast_index(idx.index)
+        elif isinstance(idx, faiss.IndexRefine):
+            idx = faiss.downcast_index(idx.base_index)
+        else:
+            return idx
+
+
 def estimate(faiss: Any, index: Any, *, n: int, dim: int, factory: str, train_n: int,
              add_batch: int, on_disk: bool = False) -> IndexMemory:
     """The memory math of ``index`` (an EMPTY faiss index of the resolved ``factory``, as
     ``faiss.index_factory`` returns it) once ``n`` vectors of ``dim`` are added."""
-    from bench.index.faiss_index import _core_index
-
-    core = _core_index(faiss, index)
+    core = core_index(faiss, index)
     resident: list[tuple[str, int]] = []
     extra: list[tuple[str, int]] = []
     disk = 0

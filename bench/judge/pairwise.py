@@ -104,7 +104,7 @@ class PairwisePreferenceJudge(LLMJudge):
                     ChatMessage("user", USER.format(context=ctx, query=it.query, a=first,
                                                     b=second)))))
         results = self.caller(Preference).run(tasks, "prefer")
-        from bench.generation.stage import generator_name
+        from bench.generation.base import generator_name
 
         judge = generator_name(self.generator)
         out = []

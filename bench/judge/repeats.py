@@ -158,17 +158,16 @@ def repeat_rows(verdicts: Sequence[Verdict], metrics: Mapping[str, Sequence[str]
 
 
 
-def repeat_summary(scores: ConfigScores, verdicts: Sequence[Verdict], judge: Judge,
-                   repeats: int, settings: SummarySettings
+def repeat_summary(scores: ConfigScores, verdicts: Sequence[Verdict],
+                   metrics: Mapping[str, tuple[str, ...]], repeats: int,
+                   settings: SummarySettings
                    ) -> tuple[ConfigScores, tuple[JudgeNoise, ...]]:
     """With ``repeats`` >= 2: each judge metric's variance split, and ``scores`` whose summary
     CIs of that metric (scope ``all`` and each category) are the two-level bootstrap's, so
-    they include the judge's noise. Unchanged with one repeat."""
+    they include the judge's noise. Unchanged with one repeat. ``metrics``: the metric
+    names per judge name (``bench.judge.stage.judge_metrics``)."""
     if repeats < 2:
         return scores, ()
-    from bench.judge.stage import judge_metrics
-
-    metrics = judge_metrics(judge)
     rows = repeat_rows(verdicts, metrics)
     names = [m for ms in metrics.values() for m in ms]
     split = tuple(noise(rows, m, repeats, resamples=settings.resamples, seed=settings.seed,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -47,12 +48,14 @@ from bench.metrics.base import (
     SCORED,
     QueryValue,
 )
-from bench.pipeline.components import Components
 from bench.pipeline.executor import Executor
 from bench.pipeline.plan import ConfigKind, ConfigSpec
 from bench.pipeline.scoring import SummarySettings, summarize_values
 from bench.results.records import GenerationSummary, GoldProbeSummary
 from bench.results.scores import ConfigScores
+
+if TYPE_CHECKING:
+    from bench.pipeline.components import Components
 
 _NOT_EXPECTED = (NOT_APPLICABLE, NO_REFERENCE)
 

@@ -22,42 +22,39 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 from bench.capacity.base import CapacityRun, Slo
 from bench.capacity.loadgen import plan, run_levels, write_capacity
+from bench.config.schema import CapacityConfig
 from bench.errors import ConfigError
+from bench.pipeline.capacity_http import check_endpoints, run_http_capacity
+from bench.pipeline.capacity_study import (
+    answer_scorer,
+    choose_config,
+    run_open_capacity,
+    study_settings,
+)
 from bench.pipeline.outcome import Executed
 from bench.pipeline.request import QueryChain
 
 log = logging.getLogger("bench")
 
-BEST = "best_under_budget"
 
+def check_capacity(node: Any) -> None:
+    """The study's settings from the config node, checked before any work (a bad value is
+    one line naming its key, exit 2)."""
+    from omegaconf import OmegaConf
 
-def choose_config(done: Executed, wanted: str) -> int:
-    """Index in ``done.configs`` of the config to drive."""
-    if wanted == BEST:
-        metric = done.settings.primary_metric
-        best, best_v = None, float("-inf")
-        for i, (c, s) in enumerate(zip(done.configs, done.scores, strict=True)):
-            if c.pool is None:
-                continue
-            row = next((r for r in s.summary if r.metric == metric and r.scope == "all"), None)
-            if row is not None and row.mean is not None and row.mean > best_v:
-                best, best_v = i, row.mean
-        if best is None:
-            raise ConfigError("capacity.config", "no config was kept by the budget: nothing "
-                                                 "to drive")
-        return best
-    for i, c in enumerate(done.configs):
-        if c.spec.config_id == wanted:
-            if c.pool is None:
-                raise ConfigError("capacity.config", f"config {wanted} was pruned by the "
-                                                     f"budget ({c.pruned_reason})")
-            return i
-    ids = ", ".join(f"{c.spec.config_id} ({c.spec.label})" for c in done.configs)
-    raise ConfigError("capacity.config", f"no config {wanted!r} in this run; configs: {ids}, "
-                                         f"or {BEST}")
+    obj = OmegaConf.to_object(node)
+    cap = obj if isinstance(obj, CapacityConfig) else CapacityConfig(**obj)  # type: ignore[arg-type]
+    if cap.load not in ("closed", "open"):
+        raise ConfigError("capacity.load", f"{cap.load!r}: closed or open")
+    if cap.load == "open":
+        study_settings(cap)
+        answer_scorer((), cap.quality_metric)  # the metric's name; its queries come later
+        if cap.target == "http":
+            check_endpoints(cap, probe=True)
 
 
 def run_capacity(done: Executed, run_dir: Path) -> CapacityRun:
@@ -65,8 +62,8 @@ def run_capacity(done: Executed, run_dir: Path) -> CapacityRun:
     if cap.load not in ("closed", "open"):
         raise ConfigError("capacity.load", f"{cap.load!r}: closed or open")
     if cap.load == "open":
-        from bench.pipeline.capacity_study import run_open_capacity
-
+        if cap.target == "http":
+            return run_http_capacity(done, run_dir, study_settings(cap))
         return run_open_capacity(done, run_dir)
     i = choose_config(done, str(cap.config))
     spec = done.configs[i].spec

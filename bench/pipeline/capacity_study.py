@@ -43,6 +43,35 @@ log = logging.getLogger("bench")
 TARGETS = ("in_process", "serve", "http")
 
 
+BEST = "best_under_budget"
+
+
+def choose_config(done: Executed, wanted: str) -> int:
+    """Index in ``done.configs`` of the config to drive."""
+    if wanted == BEST:
+        metric = done.settings.primary_metric
+        best, best_v = None, float("-inf")
+        for i, (c, s) in enumerate(zip(done.configs, done.scores, strict=True)):
+            if c.pool is None:
+                continue
+            row = next((r for r in s.summary if r.metric == metric and r.scope == "all"), None)
+            if row is not None and row.mean is not None and row.mean > best_v:
+                best, best_v = i, row.mean
+        if best is None:
+            raise ConfigError("capacity.config", "no config was kept by the budget: nothing "
+                                                 "to drive")
+        return best
+    for i, c in enumerate(done.configs):
+        if c.spec.config_id == wanted:
+            if c.pool is None:
+                raise ConfigError("capacity.config", f"config {wanted} was pruned by the "
+                                                     f"budget ({c.pruned_reason})")
+            return i
+    ids = ", ".join(f"{c.spec.config_id} ({c.spec.label})" for c in done.configs)
+    raise ConfigError("capacity.config", f"no config {wanted!r} in this run; configs: {ids}, "
+                                         f"or {BEST}")
+
+
 def slo_of(cap: CapacityConfig) -> dict[str, float]:
     slo = {k: v for k, v in (("ttft", cap.slo_ttft_ms), ("tpot", cap.slo_tpot_ms),
                              ("e2el", cap.slo_e2el_ms)) if v is not None}
@@ -53,24 +82,6 @@ def slo_of(cap: CapacityConfig) -> dict[str, float]:
         if not float(v) > 0:
             raise ConfigError(f"capacity.slo_{k}_ms", f"must be > 0 ms, got {v}")
     return check_slo(slo)
-
-
-def check_capacity(node: Any) -> None:
-    """The study's settings from the config node, checked before any work (a bad value is
-    one line naming its key, exit 2)."""
-    from omegaconf import OmegaConf
-
-    obj = OmegaConf.to_object(node)
-    cap = obj if isinstance(obj, CapacityConfig) else CapacityConfig(**obj)  # type: ignore[arg-type]
-    if cap.load not in ("closed", "open"):
-        raise ConfigError("capacity.load", f"{cap.load!r}: closed or open")
-    if cap.load == "open":
-        study_settings(cap)
-        answer_scorer((), cap.quality_metric)  # the metric's name; its queries come later
-        if cap.target == "http":
-            from bench.pipeline.capacity_http import check_endpoints
-
-            check_endpoints(cap, probe=True)
 
 
 def study_settings(cap: CapacityConfig) -> StudySettings:
@@ -195,14 +206,8 @@ def served_overrides(config_id: str) -> list[str]:
 
 
 def run_open_capacity(done: Executed, run_dir: Path) -> CapacityRun:
-    from bench.pipeline.capacity import choose_config
-
     cap = done.settings.capacity
     s = study_settings(cap)
-    if cap.target == "http":
-        from bench.pipeline.capacity_http import run_http_capacity
-
-        return run_http_capacity(done, run_dir, s)
     i = choose_config(done, str(cap.config))
     spec = done.configs[i].spec
     queries = done.dataset.queries

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from omegaconf import DictConfig
 
 from bench.budget.base import Budget
 from bench.chunking.base import Chunker
 from bench.config.build import build
-from bench.config.toplevel import validate_top_level_config
 from bench.context.base import ContextBuilder, ContextSweep
 from bench.data.base import DatasetSource
 from bench.embedding.base import Embedder
@@ -20,13 +19,16 @@ from bench.filters.base import ResultFilter
 from bench.filters.hard_vs_soft import HardVsSoft
 from bench.fusion.base import Fusion
 from bench.generation.base import Generator
+from bench.generation.memo import memoised
 from bench.index.base import VectorIndex
 from bench.judge.base import Judge
 from bench.lexical.base import LexicalIndex
 from bench.metrics.answer import AnswerChecks
-from bench.report.base import Reporter
 from bench.rerank.base import Reranker
 from bench.retrieval.base import Retriever
+
+if TYPE_CHECKING:
+    from bench.report.base import Reporter
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,7 @@ def build_generation(cfg: DictConfig) -> tuple[Generator | None,
         return None, None, None, None
     check_generation_config(cfg.generation)
     if cfg.generation.memo:
-        generator = memoised(generator, cfg)
+        generator = memoised(generator, cfg.cache_dir)
     context = build(cfg.context, "context")
     if context is None:
         raise ConfigError("context", "a generator needs a context builder (context=budgeted)")
@@ -158,7 +160,7 @@ def build_generation(cfg: DictConfig) -> tuple[Generator | None,
             if judge_gen is None:  # `_target_: null` in the block: the run's generator
                 judge_gen = generator
             elif cfg.generation.memo:
-                judge_gen = memoised(judge_gen, cfg)
+                judge_gen = memoised(judge_gen, cfg.cache_dir)
         repeats = node.pop("repeats", 1)
         if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
             raise ConfigError("judge.repeats", f"must be an integer >= 1, got {repeats!r}")
@@ -166,7 +168,7 @@ def build_generation(cfg: DictConfig) -> tuple[Generator | None,
         if "cross_generator" in node:  # the pairwise judge's second model (self-preference)
             _check_cross(node)
             cross = build(node.pop("cross_generator"), "judge.cross_generator")
-            extra["cross_generator"] = (memoised(cross, cfg) if cross is not None
+            extra["cross_generator"] = (memoised(cross, cfg.cache_dir) if cross is not None
                                         and cfg.generation.memo else cross)
         judge = build(node, "judge", generator=judge_gen, **extra)
         if judge is not None and repeats > 1:
@@ -203,7 +205,7 @@ def served_judge(cfg: DictConfig) -> Judge | None:
     if judge_gen is None:
         raise ConfigError("judge.generator", "must name a model (no run generator to reuse)")
     if cfg.generation.memo:
-        judge_gen = memoised(judge_gen, cfg)
+        judge_gen = memoised(judge_gen, cfg.cache_dir)
     node.pop("repeats", None)
     node.pop("cross_generator", None)
     return cast("Judge | None", build(node, "judge", generator=judge_gen))
@@ -220,16 +222,6 @@ def _check_cross(node: dict[str, Any]) -> None:
                           "only judge=pairwise takes a second judge model")
 
 
-def memoised(generator: Generator, cfg: DictConfig) -> Generator:
-    """``generator`` behind the prompt memo (``generation.memo``), stored in the run's cache."""
-    from pathlib import Path
-
-    from bench.cache.store import ArtifactStore
-    from bench.generation.memo import MemoGenerator
-
-    return MemoGenerator(generator, ArtifactStore(Path(cfg.cache_dir).expanduser()))
-
-
 def build_judge_target(cfg: DictConfig) -> dict[str, Any] | None:
     """The judge config as a plain dict, or None for `judge=none`. ``calibration`` is the
     gates' policy (bench.judge.calibration, read by the run's gate check), not an option."""
@@ -239,26 +231,3 @@ def build_judge_target(cfg: DictConfig) -> dict[str, Any] | None:
                  "judge") is None:
         return None
     return {k: v for k, v in to_container(cfg.judge).items() if k != "calibration"}
-
-
-def validate_top_level(cfg: DictConfig) -> None:
-    # unknown `+` keys, huge ints, gates that can never fire, cache_dir on a file: see there
-    validate_top_level_config(cfg)
-    from bench.data.subset import check_subset
-    from bench.gates.regression import from_config
-
-    check_subset(cfg.subset)
-    for key, low in (("queries", 1), ("warmup", 0)):  # the latency pass (bench.pipeline.latency)
-        v = cfg.latency[key]
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            raise ConfigError(f"latency.{key}", f"must be an integer >= {low}, got {v!r}")
-    from_config(cfg)  # the baseline run and the regression gates (read again by run_settings)
-    # the capacity study's settings, before the run they follow
-    if cfg.capacity.config or (cfg.capacity.load == "open" and cfg.capacity.target == "http"):
-        from bench.pipeline.capacity_study import check_capacity
-
-        check_capacity(cfg.capacity)
-    if cfg.capacity.freshness:  # the freshness study's options, before any work
-        from bench.capacity.freshness import build_study
-
-        build_study(cfg.capacity.freshness)

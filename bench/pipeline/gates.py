@@ -30,11 +30,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bench.config.schema import GateConfig
 from bench.errors import ConfigError
 from bench.metrics.registry import find_metric
-from bench.pipeline.components import Components
 from bench.pipeline.lanes import ConfigKind, ConfigSpec, Stage
 from bench.pipeline.stages import (
     CHAIN_METRICS,
@@ -45,6 +45,9 @@ from bench.pipeline.stages import (
     query_statuses,
 )
 from bench.results.records import Accounting, ConfigRow, SummaryRow
+
+if TYPE_CHECKING:
+    from bench.pipeline.components import Components
 
 
 @dataclass(frozen=True)

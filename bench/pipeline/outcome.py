@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,7 +19,6 @@ from bench.data.splits import Contamination
 from bench.data.subset import QuerySelection
 from bench.filters.base import FilterOutcome
 from bench.filters.stage import FilteredPool
-from bench.pipeline.components import Components
 from bench.pipeline.executor import Executor, Resolved
 from bench.pipeline.plan import ConfigSpec, Plan
 from bench.pipeline.probe import ProbeOutcome
@@ -27,6 +27,9 @@ from bench.results.records import GenerationSummary, GoldProbeSummary, SummaryRo
 from bench.results.scores import ConfigScores
 from bench.retrieval.base import Pool
 from bench.telemetry.base import StageTiming, Telemetry
+
+if TYPE_CHECKING:
+    from bench.pipeline.components import Components
 
 
 @dataclass(frozen=True)

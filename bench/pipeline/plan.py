@@ -29,12 +29,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.cache.store import make_key
 from bench.data.base import Dataset, Query
 from bench.generation.stage import GenerationSettings
-from bench.pipeline.components import Components
 from bench.pipeline.lanes import (
     ConfigKind,
     ConfigSpec,
@@ -46,6 +45,9 @@ from bench.pipeline.lanes import (
 from bench.pipeline.node import CorpusOp, Node, OpTraits, Phase, ValueOp
 from bench.pipeline.stages import STAGES, config_kinds
 from bench.retrieval.stage import EXACT_REFERENCE_LABEL
+
+if TYPE_CHECKING:
+    from bench.pipeline.components import Components
 
 __all__ = ["EXACT_REFERENCE_LABEL", "ConfigKind", "ConfigSpec", "Plan", "config_id_of",
            "expand_dataset", "label_of", "params_label", "plan"]

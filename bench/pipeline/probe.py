@@ -23,14 +23,13 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from bench.budget.base import Budget, ProbeMeasurement
 from bench.budget.chain import BudgetCheck, ChainBudget
 from bench.data.base import Dataset
-from bench.pipeline.components import Components
 from bench.pipeline.executor import Executor
 from bench.pipeline.node import Node
 from bench.pipeline.plan import ConfigKind, ConfigSpec, Plan, prune_node
@@ -38,6 +37,9 @@ from bench.pipeline.request import QueryChain
 from bench.rerank.stage import LATENCY_QUERIES
 from bench.telemetry.base import Telemetry, peak_vram, stage_records
 from bench.telemetry.basic import peak_rss_bytes
+
+if TYPE_CHECKING:
+    from bench.pipeline.components import Components
 
 log = logging.getLogger("bench")
 

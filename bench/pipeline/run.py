@@ -44,7 +44,7 @@ from bench.generation.stage import (
 from bench.index.base import SearchResult
 from bench.judge.gating import check_calibrated_gates, gated_metrics
 from bench.judge.repeats import repeat_summary
-from bench.judge.stage import judge_generator, judge_repeats
+from bench.judge.stage import judge_generator, judge_metrics, judge_repeats
 from bench.metrics.decisions import DecisionRecord, evaluate_decisions
 from bench.metrics.engine import Qrels
 from bench.pipeline import latency
@@ -56,7 +56,7 @@ from bench.pipeline.answers import (
     merge_answer_scores,
     with_pairwise,
 )
-from bench.pipeline.components import Components, build_components, validate_top_level
+from bench.pipeline.components import Components, build_components
 from bench.pipeline.device import resolve_device
 from bench.pipeline.executor import Executor
 from bench.pipeline.gates import check_run_gates
@@ -74,6 +74,7 @@ from bench.pipeline.scoring import (
     unscored,
 )
 from bench.pipeline.settings import RunSettings, run_settings
+from bench.pipeline.validate import validate_top_level
 from bench.results.records import (
     Comparison,
     FilterDecisionRecord,
@@ -304,7 +305,8 @@ def score(p: Prepared, configs: list[ConfigRun], probe: ProbeOutcome,
                 n_rep = 1 if p.comps.judge is None else judge_repeats(p.comps.judge)
                 split: tuple[JudgeNoise, ...] = ()
                 if p.comps.judge is not None:
-                    s, split = repeat_summary(s, got.verdicts, p.comps.judge, n_rep, settings)
+                    s, split = repeat_summary(s, got.verdicts, judge_metrics(p.comps.judge),
+                                             n_rep, settings)
                 gen_summaries[c.spec.config_id] = replace(with_pairwise(generation_summary(
                     c.spec, p.comps, got, abstention, memo.get(c.spec.config_id), rows,
                     dataset), got, p.comps, p.plan.configs, settings),
@@ -428,7 +430,7 @@ def check_decision_configs(settings: RunSettings, the_plan: Plan) -> None:
 def check_capacity_config(settings: RunSettings, the_plan: Plan) -> None:
     """``capacity.config`` must name a config of this run (or ``best_under_budget``), checked
     with the plan (``plan_only`` too), not after every config was computed."""
-    from bench.pipeline.capacity import BEST
+    from bench.pipeline.capacity_study import BEST
 
     wanted = settings.capacity.config
     if not wanted or str(wanted) == BEST:

@@ -18,8 +18,8 @@ from bench.metrics.engine import Evaluation, Qrels, Run, evaluate
 from bench.metrics.pairing import paired
 from bench.metrics.power import mde
 from bench.metrics.stats import PairedComparison, holm, paired_compare
-from bench.pipeline.outputs import unvalued
 from bench.pipeline.stages import valued_statuses
+from bench.pipeline.statuses import unvalued
 from bench.pipeline.summarize import summarize
 from bench.results.records import Comparison, SummaryRow
 from bench.results.scores import ConfigScores

@@ -7,43 +7,17 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from bench.report import plots
 from bench.report.drilldown import Drilldown, all_drilldowns, all_pairs, dataset_lookup
+from bench.report.evidence import decisions_section, power_section
 from bench.report.fmt import cell
 from bench.report.load import Merged, RunData
+from bench.report.sections import Cell, Figure, Section, Table
 from bench.report.views import CostAxis, Front, cost_axes, front, saturated, scopes
 from bench.results.records import SummaryRow
-
-#: a table cell: shown text and the value it sorts by (None sorts last)
-Cell = tuple[str, float | str | None]
-
-
-@dataclass(frozen=True)
-class Table:
-    headers: tuple[str, ...]
-    rows: tuple[tuple[Cell, ...], ...]
-    #: right-aligned (numeric) columns
-    numeric: tuple[bool, ...] = ()
-
-
-@dataclass(frozen=True)
-class Figure:
-    name: str
-    png: bytes
-    caption: str
-
-
-@dataclass
-class Section:
-    title: str
-    notes: list[str] = field(default_factory=list)
-    tables: list[Table] = field(default_factory=list)
-    figures: list[Figure] = field(default_factory=list)
-    #: collapsible sub-sections (drill-down per config)
-    children: list[Section] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -100,9 +74,6 @@ def build(merged: Merged, opt: Options = Options()) -> Report:
     if fronts:
         sections.append(_fronts_section(fronts, numbers))
     sections += _comparisons(merged, metrics, numbers)
-    # evidence.py builds its sections from this module's types: imported here, not at the top
-    from bench.report.evidence import decisions_section, power_section
-
     sections += [s for s in (power_section(merged, metrics), decisions_section(merged))
                  if s is not None]
     if opt.all_pairs and fm:

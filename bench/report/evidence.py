@@ -25,9 +25,9 @@ from bench.errors import BenchError
 from bench.metrics.decisions import evaluate_decisions, rules_from_config
 from bench.metrics.pairing import paired
 from bench.metrics.power import assumed_delta_sd, mde, n_needed
-from bench.report.content import Cell, Section, Table
 from bench.report.fmt import cell
 from bench.report.load import Merged, RunData
+from bench.report.sections import Cell, Section, Table
 from bench.results.scores import ConfigScores
 
 #: power of the MDE and of the n needed (the comparisons' ``mde`` column uses the same)

@@ -12,7 +12,8 @@ import html
 from pathlib import Path
 
 from bench.report.base import RunReport
-from bench.report.content import Report, Section, Table
+from bench.report.content import Report
+from bench.report.sections import Section, Table
 from bench.results.write import atomic_write_bytes
 
 _CSS = """

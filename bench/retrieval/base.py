@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.index.base import BuiltIndex, SearchResult
-from bench.pipeline.outputs import merge_statuses, unvalued
+from bench.pipeline.statuses import merge_statuses, unvalued
 from bench.telemetry.base import TimingLog
 
 HITS_SCHEMA = pa.schema(
@@ -98,7 +98,7 @@ class Pool:
     hits: Hits
     chunk_result: SearchResult | None = None
     #: per query id, the status its retrieval metrics carry when not ``scored``
-    #: (``bench.pipeline.outputs.QueryStatuses``): valued (an iterative loop's
+    #: (``bench.pipeline.statuses.QueryStatuses``): valued (an iterative loop's
     #: ``budget_exhausted``: scored on the evidence it had, and counted) or not (``failed`` /
     #: ``timeout`` / ``invalid``: no ranking, e.g. a served system's request did not
     #: complete). None: every query scored

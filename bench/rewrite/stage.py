@@ -657,9 +657,9 @@ def build(cfg: Any, device: str) -> dict[str, Any]:
     if gen_node is not None:
         generator = build_option(gen_node, "rewriter.generator")
         if generator is not None and cfg.generation.memo:
-            from bench.pipeline.components import memoised
+            from bench.generation.memo import memoised
 
-            generator = memoised(generator, cfg)
+            generator = memoised(generator, cfg.cache_dir)
     if listed is not None:
         if cls is not RewriterSuite:
             raise ConfigError("rewriter.rewriters", "only rewriter=query_rewrite (a suite) "

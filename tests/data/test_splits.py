@@ -14,13 +14,13 @@ from bench.data.golden import GoldenDataset, query_to_json, read_queries, write_
 from bench.data.splits import (
     contamination,
     groups,
-    main,
     make_splits,
     near_duplicates,
     normalise,
     read_split_map,
     with_splits,
 )
+from bench.data.splits.__main__ import main
 from bench.errors import InputError
 
 

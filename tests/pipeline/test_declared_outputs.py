@@ -23,7 +23,8 @@ import pytest
 from bench.data.base import Dataset
 from bench.pipeline.lanes import PlanState, Stage, label_of, lane
 from bench.pipeline.node import Node, OneQuery, OpTraits, Phase, QueryTimer
-from bench.pipeline.outputs import Column, Outputs, QueryStatus, RowInput, merge_statuses
+from bench.pipeline.outputs import Column, Outputs, QueryStatus, RowInput
+from bench.pipeline.statuses import merge_statuses
 from bench.retrieval.base import Pool
 from bench.telemetry.base import TimingLog
 

@@ -13,6 +13,7 @@ import pytest
 
 from bench.config.schema import GateConfig
 from bench.errors import ConfigError
+from bench.pipeline.e2e import e2e_timings, end_to_end_ms, stage_ms_by_query
 from bench.pipeline.gates import (
     check_gate_metrics,
     completion_shares,
@@ -22,7 +23,6 @@ from bench.pipeline.gates import (
 from bench.pipeline.lanes import ConfigKind, ConfigSpec, lane
 from bench.pipeline.node import Node, OpTraits, Phase
 from bench.pipeline.plan import Plan
-from bench.pipeline.record import e2e_timings, end_to_end_ms, stage_ms_by_query
 from bench.pipeline.stages import config_gate_metrics
 from bench.results.records import Accounting, ConfigRow, SummaryRow
 from bench.telemetry.base import StageTiming

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.errors import ConfigError
-from bench.pipeline.record import e2e_timings, end_to_end_ms, stage_ms_by_query
+from bench.pipeline.e2e import e2e_timings, end_to_end_ms, stage_ms_by_query
 from bench.pipeline.run import run
 from bench.telemetry.base import StageTiming
 

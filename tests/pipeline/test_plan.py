@@ -77,7 +77,7 @@ def test_config_id_is_the_chain_not_the_run(compose_cfg, tmp_path: Path) -> None
 
 
 def test_end_to_end_is_the_sum_along_the_chain_per_query() -> None:
-    from bench.pipeline.record import end_to_end_ms
+    from bench.pipeline.e2e import end_to_end_ms
     from bench.telemetry.base import StageTiming
 
     t = (StageTiming("embed_query", "query", 1, 10.0, query_id="q1"),

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.compare import compare, load_side
+from bench.compare import compare
 from bench.compare_runs import load_configs
 from bench.errors import InputError
 from bench.pipeline.run import run
@@ -19,6 +19,7 @@ from bench.report.drilldown import all_pairs
 from bench.report.load import load_run, record_of
 from bench.report.sweep import collect
 from bench.results.records import Comparison, ConfigRow, SummaryRow
+from bench.results.run_dir import load_side
 
 
 @pytest.fixture(scope="module")

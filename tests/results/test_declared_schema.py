@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from bench.pipeline.outputs import merge_statuses, unvalued
 from bench.pipeline.stages import (
     completion_figures,
     config_columns,
@@ -14,6 +13,7 @@ from bench.pipeline.stages import (
     query_statuses,
     valued_statuses,
 )
+from bench.pipeline.statuses import merge_statuses, unvalued
 from bench.results import schema
 from bench.results.records import Accounting, ConfigRow
 from bench.retrieval.base import Hits, Pool

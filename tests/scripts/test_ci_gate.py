@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.pipeline.components import validate_top_level
+from bench.pipeline.validate import validate_top_level
 from bench.results import schema
 from bench.results.records import PerQueryRow
 from bench.results.write import write_records
