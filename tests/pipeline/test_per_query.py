@@ -39,8 +39,12 @@ OVERRIDES = ["dataset=synthetic", "rewriter=query_rewrite", "~rewriter.rewriters
              "iterative=decompose", "iterative.max_wall_ms=1e9", "router=rules"]
 
 
-@pytest.fixture(scope="module")
-def batch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+#: a dense lane pushed down into an embedded database (LanceDB's pre-filtered ``where``)
+PUSHDOWN = ["dataset=synthetic", "index=lancedb", "index.query_params=[{ef: 100}]",
+            "filters=entitlement", "filters.pushdown=true", "metrics.bootstrap_resamples=200"]
+
+
+def _built(cache: Path, overrides: list[str]) -> dict[str, Any]:
     from hydra import compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
@@ -49,11 +53,10 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from bench.cache.store import ArtifactStore
     from bench.config.schema import register
 
-    cache = tmp_path_factory.mktemp("cache")
     register()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose(config_name="config", return_hydra_config=True,
-                      overrides=[*OVERRIDES, f"cache_dir={cache}"])
+                      overrides=[*overrides, f"cache_dir={cache}"])
     HydraConfig.instance().set_config(cfg)
     with open_dict(cfg):
         del cfg["hydra"]
@@ -64,6 +67,18 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for c in the_plan.configs:
         executor.resolved(c.leaf)
     return {"plan": the_plan, "executor": executor, "dataset": dataset}
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _built(tmp_path_factory.mktemp("cache"), OVERRIDES)
+
+
+@pytest.fixture(scope="module")
+def pushdown_batch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    pytest.importorskip("lancedb")
+    d = tmp_path_factory.mktemp("pushdown")
+    return _built(d / "cache", [*PUSHDOWN, f"index.data_dir={d / 'lance'}"])
 
 
 def _row(value: Any, q: int) -> Any:
@@ -86,7 +101,8 @@ def _same_pool(one: Pool, batch: Pool, q: int, what: str) -> None:
     np.testing.assert_allclose(got_scores, scores, rtol=1e-5, atol=1e-6, err_msg=what)
 
 
-def test_every_query_time_op_agrees_with_its_batch_rows(batch: dict[str, Any]) -> None:
+def _check_every_op(batch: dict[str, Any]) -> set[str]:
+    """Run each config's chain query by query against the batch rows; the stages checked."""
     the_plan, ex, ds = batch["plan"], batch["executor"], batch["dataset"]
     id_key = order_key(ds.doc_ids)
     checked: set[str] = set()
@@ -113,9 +129,22 @@ def test_every_query_time_op_agrees_with_its_batch_rows(batch: dict[str, Any]) -
                             np.asarray(vals[n.key].vectors)[0],
                             np.asarray(ex.value(n).vectors)[q], rtol=1e-6, atol=1e-7)
                         checked.add(n.stage)
+    return checked
+
+
+def test_every_query_time_op_agrees_with_its_batch_rows(batch: dict[str, Any]) -> None:
+    checked = _check_every_op(batch)
     assert {"rewrite", "retrieve", "lexical", "fusion", "filters", "rerank_cut",
             "rewrite_lexical", "rewrite_hyde", "rewrite_multi_query",
             "iterate", "route", "no_retrieval"} <= checked
+
+
+def test_a_pushed_down_search_agrees_with_its_batch_rows(pushdown_batch: dict[str, Any]
+                                                        ) -> None:
+    """The filtered search inside the database (one ``where`` search per query) and the
+    filters stage after it, query by query against the batch pass."""
+    checked = _check_every_op(pushdown_batch)
+    assert {"retrieve_where", "filters"} <= checked
 
 
 def test_the_query_encoder_agrees_with_the_batch_pass(batch: dict[str, Any]) -> None:
