@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from db_dirs import server_data_dir
 
 from bench.capacity.freshness import (
     FreshnessStudy,
@@ -98,19 +96,8 @@ SMALL = {"n_base": 300, "n_ingest": 20, "dim": 32, "clusters": 8, "query_rps": 2
 
 @pytest.fixture(scope="module")
 def data_dir() -> Iterator[str]:
-    # not under pytest's basetemp: pgserver runs PostgreSQL as user `pgserver` when root,
-    # and pytest chmods its basetemp 0700 (tests/index/test_pgvector.py)
-    root = tempfile.mkdtemp(prefix="bench-freshness-")
-    os.chmod(root, 0o755)
-    try:
-        yield root
-    finally:
-        from bench.index.milvus import stop_lite
-        from bench.index.pgvector import stop_managed_server
-
-        stop_managed_server(str(Path(root) / "pgvector"))
-        stop_lite()
-        shutil.rmtree(root, ignore_errors=True)
+    with server_data_dir("bench-freshness-", postgres=("pgvector",), milvus_lite=True) as root:
+        yield str(root)
 
 
 def _available(name: str) -> bool:

@@ -13,15 +13,13 @@ of on the retrieved pool in Python.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from db_dirs import server_data_dir
 
 from bench.filters.entitlement import EntitlementFilter
 from bench.filters.metadata import MetadataFilter
@@ -90,15 +88,8 @@ def test_pushdown_needs_a_database_index(tmp_path: Path, compose_cfg) -> None:  
 @pytest.fixture(scope="module")
 def root() -> Iterator[Path]:
     pytest.importorskip("pgserver")
-    from bench.index.pgvector import stop_managed_server
-
-    d = Path(tempfile.mkdtemp(prefix="bench-pushdown-"))
-    os.chmod(d, 0o755)  # the server may run as another user (see tests/index/test_pgvector.py)
-    try:
+    with server_data_dir("bench-pushdown-", postgres=("pg",)) as d:
         yield d
-    finally:
-        stop_managed_server(str(d / "pg"))
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def trec(run_dir: Path, config_id: str) -> dict[str, list[tuple[str, float]]]:

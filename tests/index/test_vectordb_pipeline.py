@@ -5,15 +5,13 @@ and a second run that loads the cached build (the same numbers)."""
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from db_dirs import server_data_dir
 
 pytest.importorskip("pgserver")
 pytest.importorskip("lancedb")
@@ -33,19 +31,9 @@ BACKENDS = {
 
 @pytest.fixture(scope="module")
 def root() -> Iterator[Path]:
-    # outside pytest's basetemp (see tests/index/test_pgvector.py: the server runs as another
-    # user when tests run as root)
-    d = Path(tempfile.mkdtemp(prefix="bench-vdb-"))
-    os.chmod(d, 0o755)
-    try:
+    with server_data_dir("bench-vdb-", postgres=("pg",),
+                         milvus_lite=importlib.util.find_spec("pymilvus") is not None) as d:
         yield d
-    finally:
-        stop_managed_server(str(d / "pg"))
-        if importlib.util.find_spec("pymilvus") is not None:
-            from bench.index.milvus import stop_lite
-
-            stop_lite()
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def _rows(run_dir: Path) -> list[tuple[str, str, str, float]]:

@@ -6,13 +6,11 @@ its /rerank), every timed reply scored; bad endpoints are one line naming the ke
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from db_dirs import server_data_dir
 
 from bench.capacity.servers import free_port
 from bench.errors import ConfigError
@@ -37,17 +35,9 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def pg_dir() -> Iterator[str]:
-    # pgvector under ingest: not under pytest's basetemp, which PostgreSQL (run as user
-    # `pgserver` when root) cannot enter (tests/index/test_pgvector.py)
-    from bench.index.pgvector import stop_managed_server
-
-    root = tempfile.mkdtemp(prefix="bench-capacity-http-")
-    os.chmod(root, 0o755)
-    try:
-        yield root
-    finally:
-        stop_managed_server(str(Path(root) / "pgvector"))
-        shutil.rmtree(root, ignore_errors=True)
+    # pgvector under ingest
+    with server_data_dir("bench-capacity-http-", postgres=("pgvector",)) as root:
+        yield str(root)
 
 
 @pytest.mark.slow
