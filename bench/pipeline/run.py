@@ -187,7 +187,7 @@ def prepare(cfg: DictConfig) -> Prepared:
     the_plan = plan(comps, dataset, device=device,
                     relevance_level=settings.metrics.relevance_level, generation=gen,
                     held_out=held_out)
-    check_budget_stages(comps, the_plan)
+    check_budget_stages(comps, the_plan, len(dataset.queries))
     check_run_gates(settings.gates, the_plan.configs, comps)
     for u in check_calibrated_gates(gated_metrics(settings), comps.judge,
                                     OmegaConf.select(cfg, "judge.calibration"),
@@ -456,11 +456,16 @@ def preregistered_decisions(done: Executed) -> list[DecisionRecord]:
     return out
 
 
-def check_budget_stages(comps: Components, the_plan: Plan) -> None:
-    """A stage ceiling must name a latency stage of this run's chains (before any work)."""
+def check_budget_stages(comps: Components, the_plan: Plan, n_queries: int) -> None:
+    """A stage ceiling must name a latency stage of this run's chains, and the probe sample
+    must fit in the queries evaluated (before any work)."""
     from bench.budget.chain import ChainBudget
     from bench.config.build import OptionError
 
+    if comps.budget is not None and comps.budget.probe_queries > n_queries:
+        raise ConfigError("budget.probe_queries",
+                          f"{comps.budget.probe_queries} probe queries, but this run evaluates "
+                          f"{n_queries} queries: set budget.probe_queries <= {n_queries}")
     if isinstance(comps.budget, ChainBudget):
         try:
             comps.budget.check_stages(the_plan.query_time_stages())

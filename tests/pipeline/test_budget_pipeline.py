@@ -137,3 +137,11 @@ def test_capacity_names_an_unknown_config(cache: Path, tmp_path: Path) -> None:
         _run(cache, tmp_path, "reranker=none", "budget=none", "+experiment=capacity",
              "capacity.config=nope", "capacity.load=closed", "capacity.concurrency=[1]",
              "capacity.max_requests=2")
+
+
+def test_a_probe_sample_larger_than_the_queries_is_refused_before_work(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    with pytest.raises(ConfigError, match=r"budget\.probe_queries.*500 probe queries, but "
+                                          r"this run evaluates 24 queries"):
+        _run(cache, tmp_path / "run", "budget.probe_queries=500")
+    assert not cache.exists() or not any(cache.rglob("*.parquet"))  # nothing computed
