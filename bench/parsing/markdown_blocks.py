@@ -19,8 +19,9 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?$")
 _IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
 _LINK = re.compile(r"\[([^\]]*)\]\((?:[^()]|\([^)]*\))*\)")
-_EMPHASIS = re.compile(r"(\*\*|__|(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*]))")
-_CODE = re.compile(r"`+")
+# an escaped mark (``\*args``, ``2\*3``) is text, not markup
+_EMPHASIS = re.compile(r"(?<!\\)(\*\*|__|(?<![\w*\\])\*(?=\S)|(?<=[^\s\\])\*(?![\w*]))")
+_CODE = re.compile(r"(?<!\\)`+")
 _ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|>])")
 
 
