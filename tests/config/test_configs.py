@@ -28,6 +28,7 @@ REQUIRED = {
     ("index", "milvus_hnsw"): ["index.uri=http://127.0.0.1:9", "index.timeout_s=2"],
     ("index", "qdrant_hnsw"): ["index.url=http://127.0.0.1:9", "index.timeout_s=2"],
     ("dataset", "raw_docs"): ["dataset.path=/nonexistent"],
+    ("parser", "docling"): ["parser.artifacts_path=/nonexistent"],
 }
 # Options that need hardware or packages this machine may lack; building them must then fail
 # with a one-line BenchError, never a traceback.
@@ -41,12 +42,15 @@ LOCAL_FILES = {("reranker", "flashrank"): "reranker.cache_dir",
                ("index", "milvus_hnsw"): "index.uri",
                ("index", "qdrant_hnsw"): "index.url",
                # raw files need a parser (parser=none is the default)
-               ("dataset", "raw_docs"): "parser"}
+               ("dataset", "raw_docs"): "parser",
+               # its models must lie in artifacts_path (checked before the package)
+               ("parser", "docling"): "parser.artifacts_path"}
 # Options whose package lives in an optional extra; without it building fails in one line.
 EXTRAS = {("generator", "vllm"): "vllm", ("parser", "pypdf"): "pypdf",
           ("parser", "pdfminer"): "pdfminer", ("parser", "pdfplumber"): "pdfplumber",
           ("parser", "trafilatura"): "trafilatura", ("parser", "docx"): "docx",
-          ("parser", "rapidocr"): "rapidocr_onnxruntime"}
+          ("parser", "rapidocr"): "rapidocr_onnxruntime", ("parser", "markitdown"): "markitdown",
+          ("parser", "unstructured"): "unstructured"}
 # Options that run a Debian program; without it building fails in one line.
 PROGRAMS = {("parser", "tesseract"): "tesseract"}
 
