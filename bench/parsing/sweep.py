@@ -262,6 +262,7 @@ def build(jobs: Sequence[Job]) -> tuple[list[dict[str, Any]], list[dict[str, Any
                 "peak_rss_bytes": int(tp["peak_rss_bytes"])}
         ref = oracle.get(j.chunker)
         by_doc = {r["doc_id"]: r for r in j.files}
+        traced: set[str] = set()  # a generated config repeats its pool's losses: once
         for view in j.run.configs:
             if view.scores is None:
                 continue
@@ -308,6 +309,9 @@ def build(jobs: Sequence[Job]) -> tuple[list[dict[str, Any]], list[dict[str, Any
                              "ci_low": lo, "ci_high": hi, "n": n, "queries_lost": len(lost),
                              "answers_lost": _lost_on(ref_x, got) if ref_x else None})
             for q, d in sorted(lost.items(), key=lambda x: x[1]):
+                if q in traced:
+                    continue
+                traced.add(q)
                 for doc_id in j.qrels.get(q, ()):
                     doc = by_doc.get(doc_id)
                     if doc is None:

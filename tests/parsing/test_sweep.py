@@ -86,3 +86,19 @@ def test_chunk_summary_means_over_the_parsers_own_documents() -> None:
     assert rows["date_match"]["mean"] is None and rows["date_match"]["n"] == 0
     text = "\n".join(render_chunks(list(rows.values())))
     assert "| pypdf | fixed_tokens | dense | 2 | 0.500 [0.500, 0.500] |" in text
+
+
+def test_a_lost_query_is_traced_once_per_job_though_two_configs_repeat_it() -> None:
+    qids = ("q0",)
+    doc = {"doc_id": "d0", "parser": "pypdf", "status": "empty", "reason": "no text layer",
+           "type": "pdf", "layout": "scan", "pages": 1, "seconds": 1.0, "peak_rss_bytes": 0}
+
+    def job(parser: str, ndcg: float) -> Job:
+        views = tuple(SimpleNamespace(label=label, scores=_scores({"ndcg@10": [ndcg]}, qids))
+                      for label in ("dense", "dense>gen"))
+        return Job(parser, parser, "fixed_tokens", cast(Any, SimpleNamespace(configs=views)),
+                   (doc,), {"q0": ("d0",)})
+
+    _, attribution = build([job("oracle", 1.0), job("pypdf", 0.0)])
+    assert [(a["query_id"], a["doc_id"], a["cause"]) for a in attribution] == [
+        ("q0", "d0", "empty: no text layer")]
