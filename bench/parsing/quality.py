@@ -8,10 +8,11 @@ node grouped by document:
   (a chunk boundary inside a sentence; a truth table split across chunks or missing);
 - ``heading_match``: the share of the document's chunks whose carried heading (the last
   component of ``ChunkTable.section``; "" when the chunker keeps none) equals the truth
-  heading the chunk sits under — the last truth heading block found in the parsed text at or
-  before the chunk's start ("" before the first one). Headings are compared case- and
-  whitespace-insensitively; truth headings are flat (no levels), so the path's last component
-  is what can be checked;
+  heading the chunk sits under — the chunk placed in the truth text by its first characters,
+  under the last truth heading block before that place ("" before the first one);
+  ``heading_placed``: the share of chunks that could be placed (a garbled start cannot).
+  Headings are compared case- and whitespace-insensitively; truth headings are flat (no
+  levels), so the path's last component is what can be checked;
 - ``title_match`` / ``date_match``: ``bench.ingest.metrics.metadata_accuracy`` on the
   metadata the parse carries (:func:`parsed_metadata`: the first heading block's text, else
   the first line of the first block when it is short; the first ISO date in the text). No
@@ -48,9 +49,13 @@ TOP_K = 5
 #: a first line longer than this is a paragraph, not a title
 _TITLE_CHARS = 120
 _ISO_DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
+#: characters of a chunk's start that place it in the truth text (and the fewest that may)
+_ANCHOR = 40
+_MIN_ANCHOR = 12
 
 CHUNK_COLUMNS = ("chunks", "boundaries", "sentence_cuts", "sentence_cut_rate", "tables_true",
-                 "tables_cut", "tables_lost", "heading_match", "title_match", "date_match")
+                 "tables_cut", "tables_lost", "heading_match", "heading_placed", "title_match",
+                 "date_match")
 CHUNK_SCHEMA = pa.schema([
     pa.field("schema_version", pa.int32(), nullable=False),
     pa.field("config", pa.string(), nullable=False),
@@ -90,27 +95,42 @@ def parsed_metadata(doc: ParsedDocument) -> tuple[str, str | None]:
     return (heading or "").strip(), (m.group(1) if m else None)
 
 
-def heading_match(text: str, starts: Sequence[int], sections: Sequence[str],
-                  truth: Mapping[str, Any]) -> float | None:
-    """Share of chunks (start offsets into ``text``, carried section paths) whose heading is
-    the truth heading they sit under; None for a document without chunks."""
-    if not starts:
-        return None
-    from bench.chunking.structural import SECTION_SEPARATOR
-    from bench.ingest.metrics import locate_spans
+def heading_match(chunks: Sequence[str], sections: Sequence[str],
+                  truth: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """(share of the placed chunks whose carried heading is the truth heading they sit under,
+    share of chunks placed); (None, None) for a document without chunks.
 
-    heads = [str(b["text"]) for b in truth.get("blocks", []) if b.get("kind") == "heading"]
-    found = [(s[0], h) for s, h in zip(locate_spans(text, heads), heads, strict=True)
-             if s is not None]
-    ok = 0
-    for start, section in zip(starts, sections, strict=True):
+    A chunk is placed by its first ``_ANCHOR`` characters (whitespace-normalised, case-folded)
+    found in the truth text; it sits under the last truth heading block that starts at or
+    before that place ("" before the first). The truth decides where a chunk belongs, so a
+    parser that dropped a heading does not thereby make its chunks "right" to carry none; a
+    chunk whose start the parse garbled (OCR errors) cannot be placed and is left out."""
+    if not chunks:
+        return None, None
+    from bench.chunking.structural import SECTION_SEPARATOR
+
+    parts, heads, pos = [], [], 0
+    for b in truth.get("blocks", []):
+        t = _norm(str(b["text"]))
+        if b.get("kind") == "heading":
+            heads.append((pos, t))
+        parts.append(t)
+        pos += len(t) + 1
+    text = " ".join(parts)
+    placed = ok = 0
+    for chunk, section in zip(chunks, sections, strict=True):
+        anchor = _norm(chunk)[:_ANCHOR]
+        at = text.find(anchor) if len(anchor) >= _MIN_ANCHOR else -1
+        if at < 0:
+            continue
+        placed += 1
         expected = ""
-        for pos, h in found:
-            if pos <= start:
+        for start, h in heads:
+            if start <= at:
                 expected = h
         carried = section.rsplit(SECTION_SEPARATOR, 1)[-1] if section else ""
-        ok += _norm(carried) == _norm(expected)
-    return ok / len(starts)
+        ok += _norm(carried) == expected
+    return (ok / placed if placed else None), placed / len(chunks)
 
 
 def chunk_rows(label: str, chunks: ChunkTable, outcome: ParseOutcome,
@@ -128,12 +148,11 @@ def chunk_rows(label: str, chunks: ChunkTable, outcome: ParseOutcome,
             continue
         idx = sorted(by_doc.get(d, []), key=lambda i: int(chunks.start_char[i]))
         texts = [chunks.text[i] for i in idx]
-        text = rec.text if rec.status is ParseStatus.OK else ""
         got: dict[str, Any] = {"chunks": float(len(idx))}
         if idx:
             got |= chunk_cuts(texts, truth)
-        got["heading_match"] = heading_match(text, [int(chunks.start_char[i]) for i in idx],
-                                             [chunks.section[i] for i in idx], truth)
+        got["heading_match"], got["heading_placed"] = heading_match(
+            texts, [chunks.section[i] for i in idx], truth)
         title, date = parsed_metadata(rec)
         got |= metadata_accuracy(title, date, truth)
         out.append({"config": label, "doc_id": f.doc_id, "type": f.type, "layout": f.layout,

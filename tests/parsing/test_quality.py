@@ -35,17 +35,22 @@ def _table(pieces: list[tuple[int, int, str]]) -> ChunkTable:
                       text=tuple(TEXT[s:e] for s, e, _ in pieces))
 
 
-def test_heading_match_counts_chunks_under_their_truth_heading() -> None:
+def test_heading_match_places_chunks_in_the_truth_text() -> None:
     second = TEXT.index(SECOND)
     later = TEXT.index(LATER)
-    # chunk 1 at 0 sits under INTRO, chunk 2 (starts at SECOND) and 3 (its body) under SECOND
-    starts = [0, second, later]
-    assert heading_match(TEXT, starts, [INTRO, f"{INTRO} > {SECOND}", SECOND], TRUTH) == 1.0
-    # a chunker that keeps no heading: no chunk sits before the first heading, all three miss
-    assert heading_match(TEXT, starts, ["", "", ""], TRUTH) == 0.0
+    # chunk 1 sits under INTRO, chunk 2 (starts at SECOND) and 3 (its body) under SECOND
+    chunks = [TEXT[:second], TEXT[second:], TEXT[later:]]
+    assert heading_match(chunks, [INTRO, f"{INTRO} > {SECOND}", SECOND], TRUTH) == (1.0, 1.0)
+    # a chunker that keeps no heading: every chunk sits under one, all three miss
+    assert heading_match(chunks, ["", "", ""], TRUTH) == (0.0, 1.0)
     # case and spacing do not count; the wrong section does
-    assert heading_match(TEXT, starts, ["black  death", INTRO, SECOND], TRUTH) == 2 / 3
-    assert heading_match(TEXT, [], [], TRUTH) is None
+    assert heading_match(chunks, ["black  death", INTRO, SECOND], TRUTH) == (2 / 3, 1.0)
+    # a parse that dropped the heading still owes it: its chunk sits under INTRO
+    assert heading_match([BODY], [""], TRUTH) == (0.0, 1.0)
+    # a garbled start (OCR) cannot be placed: left out, and counted in the placed share
+    assert heading_match(["Tne plaque spreab in I347.", BODY], ["", INTRO], TRUTH) == (
+        1.0, 0.5)
+    assert heading_match([], [], TRUTH) == (None, None)
 
 
 def test_parsed_metadata_reads_the_first_heading_and_iso_date() -> None:
@@ -73,8 +78,9 @@ def test_chunk_rows_scores_cuts_headings_and_metadata(tmp_path: Path) -> None:
     (row,) = chunk_rows("dense", chunks, outcome, [TRUTH])
     assert row["chunks"] == 3 and row["boundaries"] == 2
     assert row["sentence_cuts"] == 1 and row["sentence_cut_rate"] == 1 / 2
-    # chunk 2 starts inside BODY (under INTRO) but carries SECOND: 2 of 3 right
-    assert row["heading_match"] == pytest.approx(2 / 3)
+    # chunk 2 starts inside BODY (under INTRO) but carries SECOND; chunk 3's start
+    # (" after it.") is too short to place it: 1 of 2 placed chunks right
+    assert row["heading_match"] == 1 / 2 and row["heading_placed"] == pytest.approx(2 / 3)
     assert row["title_match"] == 1.0
     assert row["date_match"] == 0.0  # the truth's date is in no parsed text
     assert row["tables_cut"] is None  # the truth has no table

@@ -75,7 +75,7 @@ def test_chunk_summary_means_over_the_parsers_own_documents() -> None:
     def doc(parser: str, cut: float | None, head: float) -> dict[str, object]:
         return {"config": "dense", "parser": parser, "sentence_cut_rate": cut,
                 "tables_cut": None, "tables_lost": None, "heading_match": head,
-                "title_match": 1.0, "date_match": None}
+                "heading_placed": 1.0, "title_match": 1.0, "date_match": None}
 
     job = _job("pypdf", {"ndcg@10": [1.0]}, [1],
                [doc("pypdf", 0.5, 0.0), doc("pypdf", None, 1.0), doc("trafilatura", 1.0, 1.0)])
