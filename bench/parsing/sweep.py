@@ -415,8 +415,9 @@ def render(rows: Sequence[dict[str, Any]], attribution: Sequence[dict[str, Any]]
     nd = [r for r in rows if r["metric"] == "ndcg@10" and r["pages_per_s"] is not None
           and math.isfinite(r["pages_per_s"]) and r["mean"] is not None]
     if nd:
-        names = front([(f"{r['parser']}/{r['chunker']}", r["mean"], r["pages_per_s"])
-                       for r in nd])
+        # a generated config repeats its pool's nDCG@10: one point per parser x chunker
+        names = list(dict.fromkeys(front([(f"{r['parser']}/{r['chunker']}", r["mean"],
+                                           r["pages_per_s"]) for r in nd])))
         lines += ["", "Pareto front of nDCG@10 against pages/s (both higher is better): "
                   + ", ".join(names) + ".", ""]
     worst = min((r for r in rows if r["metric"] == "ndcg@10" and r["delta"] is not None),
