@@ -86,7 +86,9 @@ class RawDocsDataset:
     (``default_parsers``) — false: such a file is an error before work; ``timeout_s``: per
     file; ``workers``: parse processes; ``max_file_mb``: a larger file is an error before
     work; ``max_docs``: the first N manifest rows (queries whose gold documents are all
-    left out are dropped and counted)."""
+    left out are dropped and counted); ``query_categories``: evaluate only the queries of
+    these categories (null: all; the others are dropped and counted — e.g. ``[squad2]``,
+    the ingestion benchmark's queries with SQuAD answers)."""
 
     path: Path
     parser: Parser
@@ -97,10 +99,12 @@ class RawDocsDataset:
     max_file_mb: float
     max_bytes: int
     max_docs: int | None
+    query_categories: tuple[str, ...] | None
 
     def __init__(self, *, path: str, parser: dict[str, Any], cache_dir: str,
                  fallback: bool = True, timeout_s: float = 120.0, workers: int = 1,
-                 max_file_mb: float = 512.0, max_docs: int | None = None) -> None:
+                 max_file_mb: float = 512.0, max_docs: int | None = None,
+                 query_categories: list[str] | None = None) -> None:
         if timeout_s <= 0:
             raise OptionError("timeout_s", f"must be > 0, got {timeout_s}")
         if workers < 1:
@@ -122,6 +126,9 @@ class RawDocsDataset:
         self.max_file_mb = max_file_mb
         self.max_bytes = int(max_file_mb * 2**20)
         self.max_docs = max_docs
+        if query_categories is not None and not query_categories:
+            raise OptionError("query_categories", "must name at least one category or be null")
+        self.query_categories = None if query_categories is None else tuple(query_categories)
 
     # -- before work -----------------------------------------------------------------
     def read_manifest(self) -> list[RawFile]:
@@ -199,6 +206,19 @@ class RawDocsDataset:
             kept = tuple(q for q in queries if q.must_abstain or any(d in ids for d, _ in q.qrels))
             dropped = len(queries) - len(kept)
             queries = tuple(_only(q, ids) for q in kept)
+        reasons = [f"dataset.max_docs={self.max_docs} left out all their gold documents"
+                   ] if dropped else []
+        if self.query_categories is not None:
+            kept = tuple(q for q in queries if q.category in self.query_categories)
+            if not kept:
+                raise ConfigError("dataset.query_categories",
+                                  f"no query of {queries_path} has category "
+                                  f"{' or '.join(self.query_categories)}")
+            if len(kept) < len(queries):
+                reasons.append(f"dataset.query_categories={list(self.query_categories)} left "
+                               f"out {len(queries) - len(kept)}")
+            dropped += len(queries) - len(kept)
+            queries = kept
         parsers = self.parsers_by_type([f.type for f in files], self.path / "manifest.jsonl")
         t0 = time.perf_counter()
         records = parse_files(files, parsers, ArtifactStore(Path(self.cache_dir).expanduser()),
@@ -214,8 +234,7 @@ class RawDocsDataset:
                      for r in records)
         return ParsedDataset(name=f"raw_docs:{self.path.name}", documents=docs,
                              queries=queries, n_dropped_queries=dropped,
-                             dropped_reason=(f"dataset.max_docs={self.max_docs} left out all "
-                                             "their gold documents" if dropped else ""),
+                             dropped_reason="; ".join(reasons),
                              parse=outcome)
 
     def _all_rows(self) -> list[str]:

@@ -173,11 +173,57 @@ def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
         return None
     table = rows(ds.parse, ds.queries)
     write_table(table, SCHEMA, run_dir / TABLE)
+    tables_out: tuple[str, ...] = (TABLE,)
+    extra: list[str] = []
+    if measure.available():
+        from bench.parsing import quality
+
+        truths = [measure.read_truth(f.truth) for f in ds.parse.files]
+        chunk_rows, answer_rows = quality.tables(done, ds.parse, truths)
+        write_table(chunk_rows, quality.CHUNK_SCHEMA, run_dir / quality.CHUNK_TABLE)
+        write_table(answer_rows, quality.ANSWER_SCHEMA, run_dir / quality.ANSWER_TABLE)
+        tables_out += (quality.CHUNK_TABLE, quality.ANSWER_TABLE)
+        extra = quality_section(chunk_rows, answer_rows)
     per_parser = {p: throughput(table, p) for p in dict.fromkeys(r["parser"] for r in table)}
     manifest = {"parser": ds.parse.parser, "files": len(table), "status": ds.parse.counts(),
                 "wall_s": ds.parse.wall_s, "workers": ds.parse.workers,
                 "timeout_s": ds.parse.timeout_s, "throughput": per_parser,
                 "metrics": measure.available(),
                 "queries_losing_gold": len(lost_queries(table, ds.queries))}
-    return StageReport("parsing", (TABLE,), tuple(section(table, ds.parse, ds.queries)),
-                       manifest)
+    return StageReport("parsing", tables_out,
+                       tuple(section(table, ds.parse, ds.queries) + extra), manifest)
+
+
+#: the chunk-quality columns the section shows (header, parsing_chunks.parquet column)
+CHUNK_SHOWN = (("sentence cut rate", "sentence_cut_rate"), ("tables cut", "tables_cut"),
+               ("tables lost", "tables_lost"), ("heading match", "heading_match"),
+               ("title match", "title_match"), ("date match", "date_match"))
+
+
+def quality_section(chunk_rows: Sequence[dict[str, Any]],
+                    answer_rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Chunk quality per config and document type (mean [95 % bootstrap CI] over documents
+    with a truth), and the extractive answer bound per config (``bench.parsing.quality``)."""
+    from bench.parsing.quality import ANSWER_TABLE, CHUNK_TABLE, TOP_K
+
+    lines = ["Chunk quality per config and document type (mean [95 % bootstrap CI] over the "
+             "documents with a truth; heading match: share of a document's chunks whose "
+             "carried heading is the truth heading they sit under). Per document: "
+             f"`{CHUNK_TABLE}`.", "",
+             "| config | type | docs | " + " | ".join(h for h, _ in CHUNK_SHOWN) + " |",
+             "|---|---|---:|" + "---:|" * len(CHUNK_SHOWN)]
+    for label, ty in dict.fromkeys((r["config"], r["type"]) for r in chunk_rows):
+        sel = [r for r in chunk_rows if r["config"] == label and r["type"] == ty]
+        lines.append(f"| {label} | {ty} | {len(sel)} | "
+                     + " | ".join(_mean_ci([r[c] for r in sel]) for _, c in CHUNK_SHOWN) + " |")
+    lines += ["", f"Extractive answer bound: a reference answer (SQuAD-normalised) in the top "
+              f"{TOP_K} passages of the pool, per query with reference answers. Per query: "
+              f"`{ANSWER_TABLE}`.", "",
+              "| config | queries | answer in top passages | gold doc in top passages |",
+              "|---|---:|---:|---:|"]
+    for label in dict.fromkeys(r["config"] for r in answer_rows):
+        sel = [r for r in answer_rows if r["config"] == label]
+        lines.append(f"| {label} | {len(sel)} | "
+                     f"{_mean_ci([r['answer_in_top_k'] for r in sel])} | "
+                     f"{_mean_ci([r['gold_in_top_k'] for r in sel])} |")
+    return [*lines, ""]

@@ -38,6 +38,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from bench.errors import BenchError, InputError
+from bench.parsing.quality import ANSWER_TABLE, CHUNK_TABLE
 from bench.report.load import RunData, is_run_dir, load_run
 from bench.results.scores import ConfigScores
 from bench.results.write import atomic_write_bytes, write_table
@@ -48,6 +49,13 @@ ORACLE = "oracle"
 #: the paired metrics, when the jobs have them (retrieval always; answers with a generator)
 PAIRED = ("ndcg@10", "recall@100", "exact_match", "token_f1")
 LOSS_METRIC = "ndcg@10"
+#: answer-level metrics: "answers lost" counts the queries each fell on against the oracle
+ANSWER_METRICS = ("exact_match", "token_f1", "answer_in_top5")
+#: the extractive bound of ``bench.parsing.quality`` (per query, from parsing_answers.parquet)
+EXTRACTIVE = "answer_in_top5"
+#: chunk-quality means shown per parser (parsing_chunks.parquet columns)
+CHUNK_METRICS = ("sentence_cut_rate", "tables_cut", "tables_lost", "heading_match",
+                 "heading_placed", "title_match", "date_match")
 
 SWEEP_SCHEMA = pa.schema([
     pa.field("schema_version", pa.int32(), nullable=False),
@@ -73,6 +81,20 @@ SWEEP_SCHEMA = pa.schema([
     pa.field("ci_high", pa.float64(), nullable=True),
     pa.field("n", pa.int32(), nullable=False),
     pa.field("queries_lost", pa.int32(), nullable=False),
+    pa.field("answers_lost", pa.int32(), nullable=True),
+])
+#: chunk quality per parser x chunker x config: one row per metric, mean over the documents
+#: the parser read itself with the bootstrap 95 % CI (``bench.parsing.quality``)
+CHUNK_SCHEMA = pa.schema([
+    pa.field("schema_version", pa.int32(), nullable=False),
+    pa.field("parser", pa.string(), nullable=False),
+    pa.field("chunker", pa.string(), nullable=False),
+    pa.field("config", pa.string(), nullable=False),
+    pa.field("metric", pa.string(), nullable=False),
+    pa.field("mean", pa.float64(), nullable=True),
+    pa.field("ci_low", pa.float64(), nullable=True),
+    pa.field("ci_high", pa.float64(), nullable=True),
+    pa.field("n", pa.int32(), nullable=False),
 ])
 ATTRIBUTION_SCHEMA = pa.schema([
     pa.field("schema_version", pa.int32(), nullable=False),
@@ -103,6 +125,9 @@ class Job:
     run: RunData
     files: tuple[dict[str, Any], ...]
     qrels: dict[str, tuple[str, ...]]
+    #: parsing_chunks.parquet / parsing_answers.parquet rows (empty for an older job)
+    chunks: tuple[dict[str, Any], ...] = ()
+    answers: tuple[dict[str, Any], ...] = ()
 
 
 def _override(job_dir: Path, key: str, default: str) -> str:
@@ -143,8 +168,12 @@ def collect(sweep_dir: Path) -> list[Job]:
         parser = str(run.manifest.get("stages", {}).get("parsing", {}).get("parser")
                      or _override(d, "parser", "?"))
         jobs.append(Job(d.name, parser, _override(d, "chunker", "default"), run, files,
-                        _qrels(run.manifest)))
+                        _qrels(run.manifest), _rows(d / CHUNK_TABLE), _rows(d / ANSWER_TABLE)))
     return jobs
+
+
+def _rows(path: Path) -> tuple[dict[str, Any], ...]:
+    return tuple(pq.read_table(path).to_pylist()) if path.is_file() else ()
 
 
 def _mean(files: Sequence[dict[str, Any]], col: str) -> float | None:
@@ -180,6 +209,38 @@ def _per_query(a: ConfigScores, b: ConfigScores, metric: str) -> dict[str, float
             for i, q in enumerate(a.query_ids) if ok_a[i] and q in pos}
 
 
+def _extractive(job: Job, label: str) -> dict[str, float]:
+    return {r["query_id"]: float(r["answer_in_top_k"]) for r in job.answers
+            if r["config"] == label}
+
+
+def _lost_on(ref: dict[str, float], got: dict[str, float]) -> int:
+    """Queries both valued whose value fell below the reference's."""
+    return sum(1 for q, v in got.items() if q in ref and v < ref[q])
+
+
+def chunk_summary(jobs: Sequence[Job]) -> list[dict[str, Any]]:
+    """Per job and config, each chunk metric's mean with its bootstrap CI over the documents
+    the job's parser read itself (not its types' defaults)."""
+    from bench.metrics.stats import bootstrap_ci
+
+    out = []
+    for j in jobs:
+        for label in dict.fromkeys(r["config"] for r in j.chunks):
+            own = [r for r in j.chunks if r["config"] == label and r["parser"] == j.parser]
+            for metric in CHUNK_METRICS:
+                v = np.asarray([r[metric] for r in own if r.get(metric) is not None
+                                and math.isfinite(r[metric])], np.float64)
+                mean = lo = hi = None
+                if v.size:
+                    ci = bootstrap_ci(v, resamples=1000, seed=0)
+                    mean, lo, hi = ci.mean, ci.ci_low, ci.ci_high
+                out.append({"parser": j.parser, "chunker": j.chunker, "config": label,
+                            "metric": metric, "mean": mean, "ci_low": lo, "ci_high": hi,
+                            "n": int(v.size)})
+    return out
+
+
 def build(jobs: Sequence[Job]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     from bench.metrics.pairing import paired
     from bench.metrics.stats import paired_compare
@@ -201,6 +262,7 @@ def build(jobs: Sequence[Job]) -> tuple[list[dict[str, Any]], list[dict[str, Any
                 "peak_rss_bytes": int(tp["peak_rss_bytes"])}
         ref = oracle.get(j.chunker)
         by_doc = {r["doc_id"]: r for r in j.files}
+        traced: set[str] = set()  # a generated config repeats its pool's losses: once
         for view in j.run.configs:
             if view.scores is None:
                 continue
@@ -223,10 +285,33 @@ def build(jobs: Sequence[Job]) -> tuple[list[dict[str, Any]], list[dict[str, Any
                     if va.size:
                         pc = paired_compare(va, vb, resamples=1000, seed=0)
                         delta, lo, hi, n = pc.delta, pc.ci_low, pc.ci_high, pc.n
+                answers_lost = None
+                if (metric in ANSWER_METRICS and ref_view is not None
+                        and ref_view.scores is not None and j is not ref):
+                    answers_lost = len([d for d in _per_query(ref_view.scores, view.scores,
+                                                              metric).values() if d < 0])
                 rows.append({**base, "config": view.label, "metric": metric, "mean": mean,
                              "delta": delta, "ci_low": lo, "ci_high": hi, "n": n,
-                             "queries_lost": len(lost)})
+                             "queries_lost": len(lost), "answers_lost": answers_lost})
+            got = _extractive(j, view.label)
+            if got:
+                ref_x = {} if ref is None or j is ref else _extractive(ref, view.label)
+                common = [q for q in got if q in ref_x]
+                delta = lo = hi = None
+                n = len(got)
+                if common:
+                    pc = paired_compare(np.asarray([ref_x[q] for q in common]),
+                                        np.asarray([got[q] for q in common]),
+                                        resamples=1000, seed=0)
+                    delta, lo, hi, n = pc.delta, pc.ci_low, pc.ci_high, pc.n
+                rows.append({**base, "config": view.label, "metric": EXTRACTIVE,
+                             "mean": float(np.mean(list(got.values()))), "delta": delta,
+                             "ci_low": lo, "ci_high": hi, "n": n, "queries_lost": len(lost),
+                             "answers_lost": _lost_on(ref_x, got) if ref_x else None})
             for q, d in sorted(lost.items(), key=lambda x: x[1]):
+                if q in traced:
+                    continue
+                traced.add(q)
                 for doc_id in j.qrels.get(q, ()):
                     doc = by_doc.get(doc_id)
                     if doc is None:
@@ -258,6 +343,34 @@ def front(points: Sequence[tuple[str, float, float]]) -> list[str]:
     return out
 
 
+def _ci(r: dict[str, Any] | None) -> str:
+    if r is None or r["mean"] is None:
+        return "-"
+    return f"{r['mean']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+
+
+def render_chunks(chunk_rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The chunk-quality table: per parser x chunker, each metric's mean [CI]."""
+    if not chunk_rows:
+        return []
+    lines = ["", "Chunk quality over the documents each parser read itself (mean [bootstrap "
+             "95 % CI] per document): sentence cut rate (chunk boundaries inside a "
+             "sentence / boundaries), truth tables cut across chunks and lost, heading "
+             "match (share of the chunks placed in the truth text that carry the truth "
+             "heading they sit under; heading placed: share of chunks placed), title and "
+             "date match (the parse's first heading / first ISO date against the truth).", "",
+             "| parser | chunker | config | docs | " + " | ".join(CHUNK_METRICS) + " |",
+             "|---|---|---|---:|" + "---|" * len(CHUNK_METRICS)]
+    keyed: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
+    for r in chunk_rows:
+        keyed.setdefault((r["parser"], r["chunker"], r["config"]), {})[r["metric"]] = r
+    for (p, c, label), by_m in keyed.items():
+        docs = max((r["n"] for r in by_m.values()), default=0)
+        lines.append(f"| {p} | {c} | {label} | {docs} | "
+                     + " | ".join(_ci(by_m.get(m)) for m in CHUNK_METRICS) + " |")
+    return lines
+
+
 def render(rows: Sequence[dict[str, Any]], attribution: Sequence[dict[str, Any]]) -> list[str]:
     lines = ["# Parse sweep: every parser against the oracle (truth text)", "",
              "Per parser x chunker: over the files the parser read itself (its file types; "
@@ -284,18 +397,27 @@ def render(rows: Sequence[dict[str, Any]], attribution: Sequence[dict[str, Any]]
             f"{_f(r['pages_per_s'], 1)} | {_f(r['docs_per_s'], 1)} | "
             f"{r['peak_rss_bytes'] / 2**20:.0f} | {_f(r['mean'])} | {_delta(r)} | "
             f"{_delta(rec) if rec else '-'} | {r['queries_lost']} |")
-    answers = [r for r in rows if r["metric"] in ("exact_match", "token_f1")]
+    answers = [r for r in rows if r["metric"] in ANSWER_METRICS]
     if answers:
-        lines += ["", "Answers (paired against the oracle's answers):", "",
-                  "| parser | chunker | config | metric | mean | delta [CI] |",
-                  "|---|---|---|---|---:|---|"]
+        lines += ["", "Answers, paired per query against the oracle's with the same chunker "
+                  "(bootstrap 95 % CI): exact_match / token_f1 of the generated answers "
+                  "(SQuAD normalisation, `bench.metrics.answer`), and the extractive bound "
+                  f"{EXTRACTIVE} (a reference answer in the top 5 passages of the pool, "
+                  "`bench.parsing.quality`); answers lost: queries whose value fell below "
+                  "the oracle's.", "",
+                  "| parser | chunker | config | metric | queries | mean | delta [CI] | "
+                  "answers lost |",
+                  "|---|---|---|---|---:|---:|---|---:|"]
         lines += [f"| {r['parser']} | {r['chunker']} | {r['config']} | {r['metric']} | "
-                  f"{_f(r['mean'])} | {_delta(r)} |" for r in answers]
+                  f"{r['n']} | {_f(r['mean'])} | {_delta(r)} | "
+                  f"{'-' if r['answers_lost'] is None else r['answers_lost']} |"
+                  for r in answers]
     nd = [r for r in rows if r["metric"] == "ndcg@10" and r["pages_per_s"] is not None
           and math.isfinite(r["pages_per_s"]) and r["mean"] is not None]
     if nd:
-        names = front([(f"{r['parser']}/{r['chunker']}", r["mean"], r["pages_per_s"])
-                       for r in nd])
+        # a generated config repeats its pool's nDCG@10: one point per parser x chunker
+        names = list(dict.fromkeys(front([(f"{r['parser']}/{r['chunker']}", r["mean"],
+                                           r["pages_per_s"]) for r in nd])))
         lines += ["", "Pareto front of nDCG@10 against pages/s (both higher is better): "
                   + ", ".join(names) + ".", ""]
     worst = min((r for r in rows if r["metric"] == "ndcg@10" and r["delta"] is not None),
@@ -335,10 +457,13 @@ def write_parse_sweep(sweep_dir: Path) -> Path | None:
     if not any(j.parser == ORACLE for j in jobs):
         log.warning("parse sweep: no parser=oracle job finished; no deltas")
     rows, attribution = build(jobs)
+    chunk_rows = chunk_summary(jobs)
     write_table(rows, SWEEP_SCHEMA, sweep_dir / "parse_sweep.parquet")
     write_table(attribution, ATTRIBUTION_SCHEMA, sweep_dir / "parse_attribution.parquet")
+    write_table(chunk_rows, CHUNK_SCHEMA, sweep_dir / "parse_chunks.parquet")
     out = sweep_dir / "parse_sweep.md"
-    atomic_write_bytes(out, "\n".join(render(rows, attribution)).encode())
+    atomic_write_bytes(out, "\n".join(render(rows, attribution)
+                                      + render_chunks(chunk_rows)).encode())
     log.info("parse sweep report: %s", out)
     return out
 

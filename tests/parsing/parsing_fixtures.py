@@ -140,10 +140,16 @@ def make_folder(root: Path) -> Path:
                ("q-html", "What guides ships along rocky coasts?", "html-1"),
                ("q-docx", "When do glaciers retreat?", "docx-1"),
                ("q-md", "What does a compiler translate?", "md-1")]
+    # two queries with reference answers, in a category of their own (as SQuAD's are)
+    answers = {"q-pdf": ["energy functions"], "q-md": ["source code"]}
     with (root / "queries.jsonl").open("w") as fh:
         for qid, text, doc in queries:
-            fh.write(json.dumps({"query_id": qid, "query": text, "category": "exact_lookup",
-                                 "relevant_document_ids": [doc]}) + "\n")
+            row: dict[str, Any] = {"query_id": qid, "query": text,
+                                   "category": "answers" if qid in answers else "exact_lookup",
+                                   "relevant_document_ids": [doc]}
+            if qid in answers:
+                row["expected_answers"] = answers[qid]
+            fh.write(json.dumps(row) + "\n")
     return root
 
 

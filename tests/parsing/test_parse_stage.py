@@ -62,6 +62,19 @@ def test_pypdf_run_reports_each_file_and_the_lost_scan(folder: Path, tmp_path: P
     # every query is evaluated, the one whose gold document was lost too
     per_query = pq.read_table(res.run_dir / "per_query.parquet").to_pylist()
     assert {r["query_id"] for r in per_query} >= {"q-scan2", "q-pdf"}
+    # chunk quality per document with a truth, and the extractive bound per answer query
+    chunks = {r["doc_id"]: r for r in pq.read_table(
+        res.run_dir / "parsing_chunks.parquet").to_pylist()}
+    assert set(chunks) == set(rows)
+    assert chunks["scan-2"]["chunks"] == 0 and chunks["scan-2"]["status"] == "empty"
+    # fixed_tokens keeps no heading: the Markdown body's chunk misses "Compilers"
+    assert chunks["md-1"]["heading_match"] == 0.0
+    assert chunks["docx-1"]["tables_lost"] == 0.0
+    answers = {r["query_id"]: r for r in pq.read_table(
+        res.run_dir / "parsing_answers.parquet").to_pylist()}
+    assert set(answers) == {"q-pdf", "q-md"}  # the queries with reference answers
+    assert answers["q-md"]["answer_in_top_k"] == 1.0 and answers["q-md"]["k"] == 5
+    assert "Extractive answer bound" in report and "heading match" in report
 
 
 def test_parser_without_raw_docs_is_a_config_error(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from parsing_fixtures import (
 )
 
 from bench.cache.store import ArtifactStore
+from bench.config.build import OptionError
 from bench.errors import ConfigError, InputError
 from bench.parsing.base import ParseStatus, RawFile
 from bench.parsing.dataset import RawDocsDataset, parse_files
@@ -252,3 +253,20 @@ def test_max_docs_keeps_the_first_rows_and_drops_queries_left_without_gold(
     ds = src.load()
     assert [q.query_id for q in ds.queries] == ["q-pdf", "q-scan"]
     assert ds.n_dropped_queries == 6 - 2
+
+
+def test_query_categories_keep_those_queries_and_count_the_others(
+        folder: Path, tmp_path: Path) -> None:
+    d = _copy(folder, tmp_path)
+    ds = _load(d, "bench.parsing.oracle.OracleParser", query_categories=["answers"]).load()
+    assert [q.query_id for q in ds.queries] == ["q-pdf", "q-md"]
+    assert ds.n_dropped_queries == 6 - 2 and "query_categories" in ds.dropped_reason
+    both = _load(d, "bench.parsing.oracle.OracleParser", max_docs=2,
+                 query_categories=["answers"]).load()
+    assert [q.query_id for q in both.queries] == ["q-pdf"]
+    assert both.n_dropped_queries == 6 - 1
+    assert "max_docs" in both.dropped_reason and "query_categories" in both.dropped_reason
+    with pytest.raises(ConfigError, match=r"config key dataset\.query_categories: no query"):
+        _load(d, "bench.parsing.oracle.OracleParser", query_categories=["nope"]).load()
+    with pytest.raises(OptionError, match="must name at least one category"):
+        _load(d, query_categories=[])

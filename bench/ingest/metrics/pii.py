@@ -79,7 +79,7 @@ def scrub_pii(text: str, *, min_score: float = MIN_SCORE) -> tuple[str, list[Spa
     return "".join(out), spans
 
 
-def _occurrences(text: str, needle: str) -> list[tuple[int, int]]:
+def occurrences(text: str, needle: str) -> list[tuple[int, int]]:
     spans, i = [], text.find(needle)
     while needle and i >= 0:
         spans.append((i, i + len(needle)))
@@ -103,7 +103,7 @@ def pii_scores(text: str, detected: Sequence[Span], truth: Mapping[str, Any], *,
     gold: list[tuple[int, int, str]] = []
     planted = truth.get("pii", [])
     for item in planted:
-        gold += [(a, b, str(item["type"])) for a, b in _occurrences(text, str(item["text"]))]
+        gold += [(a, b, str(item["type"])) for a, b in occurrences(text, str(item["text"]))]
 
     def overlaps(a: int, b: int, c: int, d: int) -> bool:
         return a < d and c < b
