@@ -6,8 +6,9 @@
 - ``review queue SAMPLE --out QUEUE.jsonl`` / ``review merge QUEUE --corpus C --golden G
   --out NEW.jsonl``: the review queue and the merge of reviewed rows into a golden set;
 - ``drift REFERENCE CURRENT``: MMD and classifier two-sample tests on query embeddings;
-- ``writeback SCORES --out EVENTS.jsonl`` / ``evaluations EVENTS``: scores as
-  ``gen_ai.evaluation.result`` OTLP events, and reading them back;
+- ``writeback SCORES --out EVENTS.jsonl [--endpoint URL]`` / ``evaluations EVENTS``: scores
+  as ``gen_ai.evaluation.result`` OTLP events (also sent to an OTLP/HTTP endpoint), and
+  reading them back; ``send FILE --endpoint URL``: a file's events and spans to an endpoint;
 - ``replay RECORDS --candidate NAME=URL...``: shadow replay through candidate configs served
   by ``bench.serve``: agreement with production (overlap@k, RBO) and latency, with CIs.
 
@@ -69,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("scores", type=Path, help="JSONL {trace_id, span_id, name, value|label, "
                                              "explanation?}")
     w.add_argument("--out", type=Path, required=True)
+    _endpoint_flags(w, required=False)
+    snd = sub.add_parser("send", help="an OTLP JSON file's evaluation events and spans to an "
+                                      "OTLP/HTTP endpoint")
+    snd.add_argument("file", type=Path, help="OTLP JSON lines (writeback's, bench.serve's)")
+    _endpoint_flags(snd, required=True)
     e = sub.add_parser("evaluations", help="read gen_ai.evaluation.result events back")
     e.add_argument("events", type=Path)
     r = sub.add_parser("replay", help="shadow replay through candidate bench.serve configs")
@@ -77,6 +83,17 @@ def _parser() -> argparse.ArgumentParser:
                    help="a bench.serve base URL serving a candidate config (repeatable)")
     r.add_argument("--out", type=Path, default=None, help="replay.json")
     return p
+
+
+def _endpoint_flags(p: argparse.ArgumentParser, *, required: bool) -> None:
+    p.add_argument("--endpoint", required=required, default=None,
+                   help="OTLP/HTTP base URL (http://host:4318); /v1/logs, /v1/traces appended")
+    p.add_argument("--header", action="append", metavar="NAME=ENV_VAR",
+                   help="a header whose value is read from ENV_VAR (repeatable)")
+    p.add_argument("--timeout-s", type=float, default=10.0, help="per request")
+    p.add_argument("--batch", type=int, default=100, help="events per request")
+    p.add_argument("--delivery", type=Path, default=None,
+                   help="JSONL of every event's delivery status")
 
 
 def _import(a: argparse.Namespace) -> int:
