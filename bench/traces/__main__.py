@@ -6,6 +6,8 @@
 - ``review queue SAMPLE --out QUEUE.jsonl`` / ``review merge QUEUE --corpus C --golden G
   --out NEW.jsonl``: the review queue and the merge of reviewed rows into a golden set;
 - ``drift REFERENCE CURRENT``: MMD and classifier two-sample tests on query embeddings;
+- ``stability PROBES --corpus C --from A --to B``: nearest-neighbour stability of a probe set
+  across embedder versions (overlap@k, RBO, with CIs);
 - ``writeback SCORES --out EVENTS.jsonl [--endpoint URL]`` / ``evaluations EVENTS``: scores
   as ``gen_ai.evaluation.result`` OTLP events (also sent to an OTLP/HTTP endpoint), and
   reading them back; ``send FILE --endpoint URL``: a file's events and spans to an endpoint;
@@ -66,6 +68,18 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--min-window", type=int, default=20)
     d.add_argument("--out", type=Path, default=None, help="drift.json")
+    st = sub.add_parser("stability", help="nearest-neighbour stability of probe queries "
+                                          "across embedder versions")
+    st.add_argument("probes", type=Path, help="records.jsonl or golden queries JSONL")
+    st.add_argument("--corpus", type=Path, required=True, help="corpus JSONL")
+    st.add_argument("--from", dest="reference", required=True,
+                    help="the current embedder (conf/embedder/NAME.yaml)")
+    st.add_argument("--to", dest="candidate", action="append", required=True,
+                    help="the new embedder version (repeatable)")
+    st.add_argument("--k", type=int, default=10)
+    st.add_argument("--limit", type=int, default=0, help="first N probes only (0: all)")
+    st.add_argument("--seed", type=int, default=0)
+    st.add_argument("--out", type=Path, default=None, help="stability.json")
     w = sub.add_parser("writeback", help="scores -> gen_ai.evaluation.result OTLP JSON")
     w.add_argument("scores", type=Path, help="JSONL {trace_id, span_id, name, value|label, "
                                              "explanation?}")
@@ -187,6 +201,10 @@ def _body(argv: Sequence[str] | None) -> int:
         from bench.traces import drift
 
         return drift.cli(a)
+    if a.command == "stability":
+        from bench.traces import stability
+
+        return stability.cli(a)
     from bench.traces import evaluations
 
     return evaluations.cli(a)
