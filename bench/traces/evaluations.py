@@ -150,14 +150,17 @@ def read_events(path: str | Path) -> list[Evaluation]:
     return out
 
 
-def _endpoint(a: argparse.Namespace) -> Any:
-    """The checked, reachable endpoint of the CLI flags, or None without ``--endpoint``."""
+def _endpoint(a: argparse.Namespace, signals: Sequence[str] = ("logs",)) -> Any:
+    """The checked, reachable endpoint of the CLI flags (each signal probed with an empty
+    request), or None without ``--endpoint``."""
     if getattr(a, "endpoint", None) is None:
         return None
-    from bench.traces.export import Endpoint, check_reachable, parse_headers
+    from bench.traces.export import Endpoint, check_reachable, parse_headers, probe
 
     ep = Endpoint(a.endpoint, parse_headers(a.header or []), a.timeout_s, a.batch).check()
     check_reachable(ep)
+    for signal in signals:
+        probe(ep, signal)
     return ep
 
 
@@ -211,7 +214,7 @@ def _send(a: argparse.Namespace) -> int:
     n_span_lines = len(trace_requests(a.file))  # malformed lines refused before sending
     if not evals and not n_span_lines:
         raise InputError(a.file, 0, "no evaluation events and no spans to send")
-    ep = _endpoint(a)
+    ep = _endpoint(a, [s for s, n in (("logs", len(evals)), ("traces", n_span_lines)) if n])
     rc = _deliver(evals, ep, a.file, a.delivery) if evals else 0
     if n_span_lines:
         lines = send_spans(a.file, ep)

@@ -13,8 +13,10 @@ Settings (``Endpoint``; the CLI flags are the keys errors name): ``--endpoint`` 
 ``Authorization`` token never sits in a command line or a file; errors print the header
 name, never its value), ``--timeout-s`` per request, ``--batch`` events per request.
 
-``check_reachable`` runs before any work: an unparsable URL, an unset header variable or a
-refused connection is one line naming the key (exit 2). Failures after that (a non-2xx
+``check_reachable`` and ``probe`` run before any work: an unparsable URL, an unset header
+variable, a refused connection, or an empty export request answered 401 / 403 (the header)
+or 404 / 405 (no receiver for that signal, e.g. Phoenix's ``/v1/logs``) is one line naming
+the key (exit 2). Failures after that (a non-2xx
 answer, a timeout, a dropped connection) are a status per event / per span line, counted;
 the events are always written to their OTLP JSON file first, so a failed send loses nothing
 (send the file again with ``send``).
@@ -102,6 +104,35 @@ def check_reachable(ep: Endpoint) -> None:
         reason = exc.strerror or type(exc).__name__
         raise ConfigError("--endpoint", f"{ep.url}: {reason} (is the collector running?)"
                           ) from None
+
+
+#: answers to an empty export request that no retry can fix: refused before any work
+PERMANENT = {401: "--header", 403: "--header", 404: "--endpoint", 405: "--endpoint"}
+
+
+def probe(ep: Endpoint, signal: str) -> None:
+    """POST an empty export request (the OTLP spec has receivers accept it) and refuse, as
+    one line naming the key, an answer that says the settings are wrong: 401 / 403 (the
+    auth header), 404 / 405 (no receiver for this signal at that path). Other answers
+    (a 503, a timeout) may pass; they are counted per event during the work."""
+    if signal == "logs":
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+            ExportLogsServiceRequest,
+        )
+
+        empty: Any = ExportLogsServiceRequest()
+    else:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        empty = ExportTraceServiceRequest()
+    with _client(ep) as client:
+        d = post(client, ep, signal, empty, 0)
+    code = int(d.status.removeprefix("http_")) if d.status.startswith("http_") else 0
+    if code in PERMANENT:
+        raise ConfigError(PERMANENT[code], f"{ep.url_for(signal)} answered {code} to an empty "
+                                           f"{signal} export: {d.detail or 'no detail'}")
 
 
 @dataclass(frozen=True)

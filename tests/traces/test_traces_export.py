@@ -35,8 +35,8 @@ def receiver() -> Iterator[tuple[str, _Receiver]]:
             state.requests.append((self.path, dict(self.headers), body))
             if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                 code, text = 401, f"bad token {self.headers.get('Authorization')}"
-            elif state.fail_with is not None:
-                code, text = state.fail_with, "overloaded"
+            elif state.fail_with is not None:  # echoes the header, as some proxies do
+                code, text = state.fail_with, f"overloaded ({self.headers['Authorization']})"
             else:
                 code, text = 200, ""
             self.send_response(code)
@@ -88,9 +88,11 @@ def test_events_reach_the_receiver_as_written(tmp_path: Path, receiver: Any,
                "--endpoint", url, "--header", "Authorization=OTLP_TOKEN", "--batch", "2",
                "--delivery", str(delivery)])
     assert rc == 0
-    assert [p for p, _, _ in state.requests] == ["/v1/logs"] * 3  # 5 events, 2 per request
+    # an empty probe first (settings checked before work), then 5 events, 2 per request
+    assert [(p, len(b) > 0) for p, _, b in state.requests] == \
+        [("/v1/logs", False)] + [("/v1/logs", True)] * 3
     assert all(h["Content-Type"] == "application/x-protobuf" for _, h, _ in state.requests)
-    got = [e for _, _, b in state.requests for e in _decoded(b)]
+    got = [e for _, _, b in state.requests[1:] for e in _decoded(b)]
     written = read_events(out)
     assert [(t, s) for t, s, _ in got] == [(e.trace_id, e.span_id) for e in written]
     assert [a["gen_ai.evaluation.score.value"] for _, _, a in got] == \
@@ -115,7 +117,9 @@ def test_a_failing_receiver_is_a_status_per_event_and_nothing_is_lost(
     assert len(read_events(out)) == 3  # kept in the file
     assert [json.loads(x)["status"] for x in delivery.read_text().splitlines()] == \
         ["http_503"] * 3
-    assert "3 of 3 events not delivered" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "3 of 3 events not delivered" in err
+    assert TOKEN not in err and "<Authorization from $OTLP_TOKEN>" in err
     # sent again from the file once the receiver is back
     state.fail_with = None
     assert main(["send", str(out), "--endpoint", url, "--header",
@@ -123,18 +127,20 @@ def test_a_failing_receiver_is_a_status_per_event_and_nothing_is_lost(
     assert len(_decoded(state.requests[-1][2])) == 3
 
 
-def test_a_wrong_token_is_reported_without_the_token(
+def test_a_wrong_token_is_refused_before_work_without_the_token(
         tmp_path: Path, receiver: Any, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    url, _ = receiver
+    url, state = receiver
     monkeypatch.setenv("OTLP_TOKEN", "Bearer wrong-secret-value")
-    rc = main(["writeback", str(_scores(tmp_path / "s.jsonl", 1)), "--out",
-               str(tmp_path / "e.jsonl"), "--endpoint", url, "--header",
-               "Authorization=OTLP_TOKEN"])
-    err = capsys.readouterr().err
-    assert rc == 3 and "http_401" in err
+    out = tmp_path / "e.jsonl"
+    rc = main(["writeback", str(_scores(tmp_path / "s.jsonl", 1)), "--out", str(out),
+               "--endpoint", url, "--header", "Authorization=OTLP_TOKEN"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.startswith("config key --header:") and "answered 401" in err
+    assert len(err.splitlines()) == 1 and not out.exists()
     assert "wrong-secret-value" not in err  # the receiver echoed it; redacted
     assert "<Authorization from $OTLP_TOKEN>" in err
+    assert [len(b) for _, _, b in state.requests] == [0]  # only the empty probe went out
 
 
 def test_bad_endpoint_settings_are_one_line_before_work(
