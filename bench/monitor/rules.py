@@ -19,6 +19,21 @@
         budget: 0.002
         price_per_1k_input_tokens: 0.0005
         price_per_1k_output_tokens: 0.0015
+      filter_false_exclusion:      # share of labelled-relevant docs the filter ruled out
+        bound: 0.05
+        labels: golden.jsonl       # golden rows with provenance.trace_id (review merge)
+        corpus: corpus.jsonl       # the documents' tags and tenants
+        min_labelled: 20           # fewer labelled filtered requests: no_data
+        confidence: 0.95
+
+The false-exclusion rate (the seed's, ``bench.filters.base``, over the corpus, not the
+retrieved pool): over the window's requests that carry a metadata filter
+(``bench.filter.tags``) and a labelled golden row, the relevant documents (grade >= 1) the
+caller may see (no tenant, or the request's) are the denominator, those carrying none of the
+filter's tags the numerator (sum over requests / sum over requests). Its CI is a bootstrap
+over requests (a request's documents move together); the rule alerts only when the CI's
+lower end is above the bound, so a small labelled sample needs a larger excess to alert,
+like the regeneration band.
 
 Every rule is optional; paths are relative to the rules file. A rule whose window has no
 data for it (no scored request, no latency, no cost) is ``no_data``: said, not passed or
@@ -48,9 +63,13 @@ RULES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "regeneration_rate": {"baseline": (int, float), "z": (int, float)},
     "cost_per_query_usd": {"budget": (int, float), "price_per_1k_input_tokens": (int, float),
                            "price_per_1k_output_tokens": (int, float)},
+    "filter_false_exclusion": {"bound": (int, float), "labels": str, "corpus": str,
+                               "min_labelled": int, "confidence": (int, float),
+                               "resamples": int, "seed": int},
 }
 REQUIRED = {"faithfulness": ("floor", "events"), "p95_latency_ms": ("slo",),
-            "regeneration_rate": ("baseline",), "cost_per_query_usd": ("budget",)}
+            "regeneration_rate": ("baseline",), "cost_per_query_usd": ("budget",),
+            "filter_false_exclusion": ("bound", "labels", "corpus")}
 
 
 @dataclass(frozen=True)
@@ -76,11 +95,14 @@ class Outcome:
     deploy_in_window: bool = False
     deploys: tuple[str, ...] = field(default=())
     triage: str = ""
+    #: the value's confidence interval, for rules that have one
+    ci: tuple[float, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"rule": self.rule, "status": self.status, "value": self.value,
                 "bound": self.bound, "n": self.n, "deploy_in_window": self.deploy_in_window,
-                "deploys": list(self.deploys), "triage": self.triage}
+                "deploys": list(self.deploys), "triage": self.triage,
+                "ci": None if self.ci is None else list(self.ci)}
 
 
 # -- reading -------------------------------------------------------------------------------
@@ -163,6 +185,14 @@ def read_rules(path: str | Path) -> Rules:
             ev = p.parent / body["events"]
             if not ev.is_file():
                 raise error(f"{key}.events", f"file not found: {ev}")
+        if name == "filter_false_exclusion":
+            for k in ("labels", "corpus"):
+                if not (p.parent / body[k]).is_file():
+                    raise error(f"{key}.{k}", f"file not found: {p.parent / body[k]}")
+            if not 0 < body.get("confidence", 0.95) < 1:
+                raise error(f"{key}.confidence", "must be strictly between 0 and 1")
+            if body.get("min_labelled", 20) < 1 or body.get("resamples", 2000) < 100:
+                raise error(key, "min_labelled must be >= 1 and resamples >= 100")
     deploys: list[Deploy] = []
     for i, d in enumerate(data.get("deploys") or []):
         key = f"deploys.{i}"
@@ -242,18 +272,93 @@ def _cost(records: Sequence[TraceRecord], cfg: Mapping[str, Any]
     return v, f"<= {cfg['budget']} USD", len(costs), v > cfg["budget"]
 
 
+@dataclass(frozen=True)
+class Exclusions:
+    """Per labelled filtered request: eligible relevant docs and those the filter ruled out."""
+
+    trace_ids: tuple[str, ...]
+    eligible: np.ndarray  # int64
+    excluded: np.ndarray  # int64
+
+
+def false_exclusions(records: Sequence[TraceRecord], labels: Mapping[str, Sequence[str]],
+                     docs: Mapping[str, Any]) -> Exclusions:
+    """The requests of ``records`` with a filter and a label (``labels``: trace id ->
+    relevant doc ids; ``docs``: doc id -> ``Document``); a request without an eligible
+    relevant document is left out (nothing it could wrongly exclude)."""
+    ids, el, ex = [], [], []
+    for r in records:
+        if not r.filter_tags or r.trace_id not in labels:
+            continue
+        want = set(r.filter_tags)
+        eligible = [docs[d] for d in labels[r.trace_id]
+                    if d in docs and (not docs[d].tenant or docs[d].tenant == r.tenant)]
+        if not eligible:
+            continue
+        ids.append(r.trace_id)
+        el.append(len(eligible))
+        ex.append(sum(1 for d in eligible if not want & set(d.tags)))
+    return Exclusions(tuple(ids), np.asarray(el, dtype=np.int64),
+                      np.asarray(ex, dtype=np.int64))
+
+
+def ratio_ci(num: np.ndarray, den: np.ndarray, *, confidence: float = 0.95,
+             resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """sum(num) / sum(den) and its bootstrap percentile CI, resampling the pairs (requests),
+    not the documents: a request's documents share its filter. Needs len >= 1, den > 0."""
+    n = len(num)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(resamples, n))
+    boot = num[idx].sum(axis=1) / den[idx].sum(axis=1)
+    a = (1 - confidence) / 2
+    return (float(num.sum() / den.sum()), float(np.quantile(boot, a)),
+            float(np.quantile(boot, 1 - a)))
+
+
+def _labels(path: Path, doc_ids: set[str]) -> dict[str, tuple[str, ...]]:
+    from bench.data.golden import read_queries
+    from bench.filters.base import RELEVANT_GRADE
+
+    out = {}
+    for q in read_queries(path, doc_ids):
+        trace = dict(q.provenance).get("trace_id") or q.query_id.removeprefix("trace-")
+        out[str(trace)] = tuple(d for d, g in q.qrels if g >= RELEVANT_GRADE)
+    return out
+
+
+def _false_exclusion(records: Sequence[TraceRecord], cfg: Mapping[str, Any], base: Path
+                     ) -> tuple[float | None, str, int, bool, tuple[float, float] | None]:
+    from bench.data.golden import read_corpus
+
+    corpus = {d.doc_id: d for d in read_corpus(base / cfg["corpus"])}
+    ex = false_exclusions(records, _labels(base / cfg["labels"], set(corpus)), corpus)
+    need = int(cfg.get("min_labelled", 20))
+    conf = float(cfg.get("confidence", 0.95))
+    if len(ex.trace_ids) < need:
+        return None, f"<= {cfg['bound']} (needs >= {need} labelled filtered requests)", \
+            len(ex.trace_ids), False, None
+    v, lo, hi = ratio_ci(ex.excluded, ex.eligible, confidence=conf,
+                         resamples=int(cfg.get("resamples", 2000)), seed=int(cfg.get("seed", 0)))
+    return v, (f"<= {cfg['bound']} (alert when the {conf:.0%} CI [{lo:.4f}, {hi:.4f}] is above "
+               f"it; {int(ex.excluded.sum())} of {int(ex.eligible.sum())} relevant docs)"), \
+        len(ex.trace_ids), lo > cfg["bound"], (lo, hi)
+
+
 def check(rules: Rules, records: Sequence[TraceRecord]) -> list[Outcome]:
     t0 = min((r.timestamp_ns for r in records), default=0)
     t1 = max((r.timestamp_ns + int((r.total_ms or 0) * 1e6) for r in records), default=0)
     inside = tuple(d.version or str(d.at_ns) for d in rules.deploys if t0 <= d.at_ns <= t1)
     out = []
     for name, cfg in rules.rules.items():
+        ci = None
         if name == "faithfulness":
             v, bound, n, bad = _faithfulness(records, cfg, rules.path.parent)
         elif name == "p95_latency_ms":
             v, bound, n, bad = _p95(records, cfg)
         elif name == "regeneration_rate":
             v, bound, n, bad = _regen(records, cfg)
+        elif name == "filter_false_exclusion":
+            v, bound, n, bad, ci = _false_exclusion(records, cfg, rules.path.parent)
         else:
             v, bound, n, bad = _cost(records, cfg)
         status = "no_data" if v is None else ("alert" if bad else "pass")
@@ -261,5 +366,5 @@ def check(rules: Rules, records: Sequence[TraceRecord]) -> list[Outcome]:
         if status == "alert":
             triage = (f"deploy {', '.join(inside)} in the window: look for a regression"
                       if inside else "no deploy in the window: look for drift")
-        out.append(Outcome(name, status, v, bound, n, bool(inside), inside, triage))
+        out.append(Outcome(name, status, v, bound, n, bool(inside), inside, triage, ci))
     return out

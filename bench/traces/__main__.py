@@ -6,8 +6,11 @@
 - ``review queue SAMPLE --out QUEUE.jsonl`` / ``review merge QUEUE --corpus C --golden G
   --out NEW.jsonl``: the review queue and the merge of reviewed rows into a golden set;
 - ``drift REFERENCE CURRENT``: MMD and classifier two-sample tests on query embeddings;
-- ``writeback SCORES --out EVENTS.jsonl`` / ``evaluations EVENTS``: scores as
-  ``gen_ai.evaluation.result`` OTLP events, and reading them back;
+- ``stability PROBES --corpus C --from A --to B``: nearest-neighbour stability of a probe set
+  across embedder versions (overlap@k, RBO, with CIs);
+- ``writeback SCORES --out EVENTS.jsonl [--endpoint URL]`` / ``evaluations EVENTS``: scores
+  as ``gen_ai.evaluation.result`` OTLP events (also sent to an OTLP/HTTP endpoint), and
+  reading them back; ``send FILE --endpoint URL``: a file's events and spans to an endpoint;
 - ``replay RECORDS --candidate NAME=URL...``: shadow replay through candidate configs served
   by ``bench.serve``: agreement with production (overlap@k, RBO) and latency, with CIs.
 
@@ -65,10 +68,27 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--min-window", type=int, default=20)
     d.add_argument("--out", type=Path, default=None, help="drift.json")
+    st = sub.add_parser("stability", help="nearest-neighbour stability of probe queries "
+                                          "across embedder versions")
+    st.add_argument("probes", type=Path, help="records.jsonl or golden queries JSONL")
+    st.add_argument("--corpus", type=Path, required=True, help="corpus JSONL")
+    st.add_argument("--from", dest="reference", required=True,
+                    help="the current embedder (conf/embedder/NAME.yaml)")
+    st.add_argument("--to", dest="candidate", action="append", required=True,
+                    help="the new embedder version (repeatable)")
+    st.add_argument("--k", type=int, default=10)
+    st.add_argument("--limit", type=int, default=0, help="first N probes only (0: all)")
+    st.add_argument("--seed", type=int, default=0)
+    st.add_argument("--out", type=Path, default=None, help="stability.json")
     w = sub.add_parser("writeback", help="scores -> gen_ai.evaluation.result OTLP JSON")
     w.add_argument("scores", type=Path, help="JSONL {trace_id, span_id, name, value|label, "
                                              "explanation?}")
     w.add_argument("--out", type=Path, required=True)
+    _endpoint_flags(w, required=False)
+    snd = sub.add_parser("send", help="an OTLP JSON file's evaluation events and spans to an "
+                                      "OTLP/HTTP endpoint")
+    snd.add_argument("file", type=Path, help="OTLP JSON lines (writeback's, bench.serve's)")
+    _endpoint_flags(snd, required=True)
     e = sub.add_parser("evaluations", help="read gen_ai.evaluation.result events back")
     e.add_argument("events", type=Path)
     r = sub.add_parser("replay", help="shadow replay through candidate bench.serve configs")
@@ -77,6 +97,17 @@ def _parser() -> argparse.ArgumentParser:
                    help="a bench.serve base URL serving a candidate config (repeatable)")
     r.add_argument("--out", type=Path, default=None, help="replay.json")
     return p
+
+
+def _endpoint_flags(p: argparse.ArgumentParser, *, required: bool) -> None:
+    p.add_argument("--endpoint", required=required, default=None,
+                   help="OTLP/HTTP base URL (http://host:4318); /v1/logs, /v1/traces appended")
+    p.add_argument("--header", action="append", metavar="NAME=ENV_VAR",
+                   help="a header whose value is read from ENV_VAR (repeatable)")
+    p.add_argument("--timeout-s", type=float, default=10.0, help="per request")
+    p.add_argument("--batch", type=int, default=100, help="events per request")
+    p.add_argument("--delivery", type=Path, default=None,
+                   help="JSONL of every event's delivery status")
 
 
 def _import(a: argparse.Namespace) -> int:
@@ -170,6 +201,10 @@ def _body(argv: Sequence[str] | None) -> int:
         from bench.traces import drift
 
         return drift.cli(a)
+    if a.command == "stability":
+        from bench.traces import stability
+
+        return stability.cli(a)
     from bench.traces import evaluations
 
     return evaluations.cli(a)

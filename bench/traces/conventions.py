@@ -62,3 +62,6 @@ REGENERATED = "bench.feedback.regenerated"
 CONFIDENCE = "bench.confidence"
 COST_USD = "bench.cost_usd"
 CORPUS_FINGERPRINT = "bench.corpus.fingerprint"
+#: the domain tags a request's metadata filter asked for (a document passes when it carries
+#: at least one, bench.filters.metadata): a string array, or one comma-separated string
+FILTER_TAGS = "bench.filter.tags"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -149,11 +150,53 @@ def read_events(path: str | Path) -> list[Evaluation]:
     return out
 
 
+def _endpoint(a: argparse.Namespace, signals: Sequence[str] = ("logs",)) -> Any:
+    """The checked, reachable endpoint of the CLI flags (each signal probed with an empty
+    request), or None without ``--endpoint``."""
+    if getattr(a, "endpoint", None) is None:
+        return None
+    from bench.traces.export import Endpoint, check_reachable, parse_headers, probe
+
+    ep = Endpoint(a.endpoint, parse_headers(a.header or []), a.timeout_s, a.batch).check()
+    check_reachable(ep)
+    for signal in signals:
+        probe(ep, signal)
+    return ep
+
+
+def _deliver(evals: Sequence[Evaluation], ep: Any, kept: str | Path,
+             report: Path | None) -> int:
+    """Send; one status per event (to ``report`` as JSONL); 0 all sent, 3 some not."""
+    from collections import Counter
+
+    from bench.data.jsonl import write_jsonl
+    from bench.traces.export import send_evaluations
+
+    sent = send_evaluations(evals, ep)
+    by = Counter(d.status for _, d in sent)
+    if report is not None:
+        write_jsonl(report, ({"trace_id": e.trace_id, "span_id": e.span_id, "name": e.name,
+                              "status": d.status, "detail": d.detail} for e, d in sent))
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(by.items()))
+    print(f"{ep.url_for('logs')}: {len(sent)} events: {counts}")
+    failed = [d for _, d in sent if d.status != "sent"]
+    if failed:
+        print(f"bench.traces: {len(failed)} of {len(sent)} events not delivered "
+              f"({failed[0].status}: {failed[0].detail}); they are kept in {kept}, send it "
+              "again with `python -m bench.traces send`", file=sys.stderr)
+        return 3
+    return 0
+
+
 def cli(a: argparse.Namespace) -> int:
     if a.command == "writeback":
-        n = write_events(read_scores(a.scores), a.out)
+        evals = read_scores(a.scores)
+        ep = _endpoint(a)  # refused before anything is written
+        n = write_events(evals, a.out)
         print(f"{a.out}: {n} {C.EVAL_EVENT} events")
-        return 0
+        return 0 if ep is None else _deliver(evals, ep, a.out, a.delivery)
+    if a.command == "send":
+        return _send(a)
     evs = read_events(a.events)
     for e in evs:
         score = "" if e.value is None else f" {e.value:.4f}"
@@ -161,3 +204,26 @@ def cli(a: argparse.Namespace) -> int:
         print(f"{e.trace_id} {e.span_id} {e.name}{score}{label}")
     print(f"{a.events}: {len(evs)} {C.EVAL_EVENT} events")
     return 0
+
+
+def _send(a: argparse.Namespace) -> int:
+    """An OTLP JSON file's evaluation events and spans to the endpoint."""
+    from bench.traces.export import send_spans, trace_requests
+
+    evals = read_events(a.file)
+    n_span_lines = len(trace_requests(a.file))  # malformed lines refused before sending
+    if not evals and not n_span_lines:
+        raise InputError(a.file, 0, "no evaluation events and no spans to send")
+    ep = _endpoint(a, [s for s, n in (("logs", len(evals)), ("traces", n_span_lines)) if n])
+    rc = _deliver(evals, ep, a.file, a.delivery) if evals else 0
+    if n_span_lines:
+        lines = send_spans(a.file, ep)
+        bad = [(line, d) for line, d in lines if d.status != "sent"]
+        n = sum(d.items for _, d in lines)
+        print(f"{ep.url_for('traces')}: {n} spans in {len(lines)} requests, "
+              f"{sum(d.items for _, d in bad)} not delivered")
+        for line, d in bad:
+            print(f"bench.traces: {a.file}:{line}: {d.items} spans {d.status}: {d.detail}",
+                  file=sys.stderr)
+        rc = rc or (3 if bad else 0)
+    return rc

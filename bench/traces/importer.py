@@ -172,6 +172,13 @@ def _thumbs(v: Any) -> int:
             "negative": -1}.get(s, 0)
 
 
+def _tags(v: Any) -> tuple[str, ...]:
+    if v is None:
+        return ()
+    items = v.split(",") if isinstance(v, str) else [str(x) for x in v]
+    return tuple(sorted({t.strip() for t in items if t.strip()}))
+
+
 def _opt_float(v: Any) -> float | None:
     return None if v is None else float(v)
 
@@ -237,7 +244,8 @@ def assemble(views: Sequence[SpanView], fmt: str) -> tuple[TraceRecord | None, l
         confidence=_opt_float(_lookup(look, C.CONFIDENCE)),
         cost_usd=_opt_float(_lookup(look, C.COST_USD)),
         corpus_fingerprint=str(_lookup(look, C.CORPUS_FINGERPRINT) or ""),
-        partial=tuple(partial), pii_scrubbed=n_q + n_a), partial
+        partial=tuple(partial), pii_scrubbed=n_q + n_a,
+        filter_tags=_tags(_lookup(look, C.FILTER_TAGS))), partial
 
 
 def _resolve(rec: TraceRecord, known: set[str]) -> TraceRecord:

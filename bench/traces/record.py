@@ -90,6 +90,8 @@ class TraceRecord:
     #: why the record is incomplete (e.g. ``no_generation_span``); empty when complete
     partial: tuple[str, ...] = field(default=())
     pii_scrubbed: int = 0
+    #: the tags of the request's metadata filter (``bench.filter.tags``); () = no filter
+    filter_tags: tuple[str, ...] = ()
 
     def with_(self, **changes: Any) -> TraceRecord:
         return replace(self, **changes)
@@ -109,7 +111,7 @@ def record_to_json(r: TraceRecord) -> dict[str, Any]:
         "thumbs": r.thumbs, "regenerated": r.regenerated, "confidence": r.confidence,
         "cost_usd": r.cost_usd, "corpus_fingerprint": r.corpus_fingerprint,
         "resolved": r.resolved, "unknown_ids": list(r.unknown_ids), "partial": list(r.partial),
-        "pii_scrubbed": r.pii_scrubbed,
+        "pii_scrubbed": r.pii_scrubbed, "filter_tags": list(r.filter_tags),
     }
 
 
@@ -135,4 +137,5 @@ def record_from_json(obj: Mapping[str, Any]) -> TraceRecord:
         cost_usd=obj["cost_usd"], corpus_fingerprint=str(obj["corpus_fingerprint"]),
         resolved=int(obj["resolved"]), unknown_ids=tuple(obj["unknown_ids"]),
         partial=tuple(obj["partial"]), pii_scrubbed=int(obj["pii_scrubbed"]),
+        filter_tags=tuple(str(t) for t in obj.get("filter_tags") or ()),  # absent before
     )
