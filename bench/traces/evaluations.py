@@ -25,6 +25,7 @@ from typing import Any
 from bench.data.jsonl import iter_jsonl
 from bench.errors import InputError
 from bench.traces import conventions as C
+from bench.traces.export import Delivery, Endpoint, open_client, post
 
 
 @dataclass(frozen=True)
@@ -150,12 +151,26 @@ def read_events(path: str | Path) -> list[Evaluation]:
     return out
 
 
+def send_evaluations(evals: Sequence[Any], ep: Endpoint, *,
+                     resource: dict[str, Any] | None = None) -> list[tuple[Any, Delivery]]:
+    """Each evaluation with the delivery of the request that carried it (``ep.batch`` per
+    request, in order)."""
+    out: list[tuple[Any, Delivery]] = []
+    with open_client(ep) as client:
+        for i in range(0, len(evals), ep.batch):
+            chunk = list(evals[i:i + ep.batch])
+            msg = events_request(chunk, resource=resource or {"service.name": "bench.traces"})
+            d = post(client, ep, "logs", msg, len(chunk))
+            out += [(e, d) for e in chunk]
+    return out
+
+
 def _endpoint(a: argparse.Namespace, signals: Sequence[str] = ("logs",)) -> Any:
     """The checked, reachable endpoint of the CLI flags (each signal probed with an empty
     request), or None without ``--endpoint``."""
     if getattr(a, "endpoint", None) is None:
         return None
-    from bench.traces.export import Endpoint, check_reachable, parse_headers, probe
+    from bench.traces.export import check_reachable, parse_headers, probe
 
     ep = Endpoint(a.endpoint, parse_headers(a.header or []), a.timeout_s, a.batch).check()
     check_reachable(ep)
@@ -170,8 +185,6 @@ def _deliver(evals: Sequence[Evaluation], ep: Any, kept: str | Path,
     from collections import Counter
 
     from bench.data.jsonl import write_jsonl
-    from bench.traces.export import send_evaluations
-
     sent = send_evaluations(evals, ep)
     by = Counter(d.status for _, d in sent)
     if report is not None:

@@ -127,7 +127,7 @@ def probe(ep: Endpoint, signal: str) -> None:
         )
 
         empty = ExportTraceServiceRequest()
-    with _client(ep) as client:
+    with open_client(ep) as client:
         d = post(client, ep, signal, empty, 0)
     code = int(d.status.removeprefix("http_")) if d.status.startswith("http_") else 0
     if code in PERMANENT:
@@ -147,7 +147,7 @@ class Delivery:
     latency_ms: float = 0.0
 
 
-def _client(ep: Endpoint) -> Any:
+def open_client(ep: Endpoint) -> Any:
     try:
         import httpx
     except ImportError as exc:
@@ -210,22 +210,6 @@ def post(client: Any, ep: Endpoint, signal: str, message: Any, items: int) -> De
     return Delivery("sent", items, "", ms)
 
 
-def send_evaluations(evals: Sequence[Any], ep: Endpoint, *,
-                     resource: dict[str, Any] | None = None) -> list[tuple[Any, Delivery]]:
-    """Each evaluation with the delivery of the request that carried it (``ep.batch`` per
-    request, in order)."""
-    from bench.traces.evaluations import events_request
-
-    out: list[tuple[Any, Delivery]] = []
-    with _client(ep) as client:
-        for i in range(0, len(evals), ep.batch):
-            chunk = list(evals[i:i + ep.batch])
-            msg = events_request(chunk, resource=resource or {"service.name": "bench.traces"})
-            d = post(client, ep, "logs", msg, len(chunk))
-            out += [(e, d) for e in chunk]
-    return out
-
-
 def trace_requests(path: str | Path) -> list[tuple[int, Any, int]]:
     """``(line, ExportTraceServiceRequest, spans)`` of every spans line of an OTLP JSON file
     (hex ids, as the collector's file exporter and ``bench.serve`` write them)."""
@@ -263,7 +247,7 @@ def trace_requests(path: str | Path) -> list[tuple[int, Any, int]]:
 def send_spans(path: str | Path, ep: Endpoint) -> list[tuple[int, Delivery]]:
     """Every spans line of ``path`` POSTed as one request; ``(line, delivery)``."""
     reqs = trace_requests(path)
-    with _client(ep) as client:
+    with open_client(ep) as client:
         return [(line, post(client, ep, "traces", msg, n)) for line, msg, n in reqs]
 
 

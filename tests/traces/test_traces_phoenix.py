@@ -18,8 +18,8 @@ from server_fixture import SMALL, in_process, served
 from test_traces_serve import _imported
 
 from bench.traces.__main__ import main
-from bench.traces.evaluations import Evaluation, read_events, write_events
-from bench.traces.export import Endpoint, send_evaluations, send_spans, trace_requests
+from bench.traces.evaluations import Evaluation, read_events, send_evaluations, write_events
+from bench.traces.export import Endpoint, send_spans, trace_requests
 from bench.traces.importer import import_traces
 from bench.traces.phoenix import (
     PhoenixServer,
