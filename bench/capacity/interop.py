@@ -20,7 +20,11 @@ and TTFT count from its actual send (``request_start_ns``), bench's from the int
 ``latency_origin: "send"``), ``"send"`` (always the actual send: AIPerf's own definition) or
 ``"credit"`` (``metadata.credit_issued_ns``: when AIPerf's schedule issued the request, before
 its worker sent it — the origin of AIPerf's coordinated-omission-aware
-``effective_latency``, and the nearest thing AIPerf records to bench's intended send); AIPerf's
+``effective_latency``, and the nearest thing AIPerf records to bench's intended send). A
+request ends at ``request_end_ns`` (the end of the stream, as bench's own requests end, and as
+AIPerf's ``effective_latency`` ends); AIPerf's ``request_latency`` ends at its last content
+chunk, before the stream's closing event, so bench's E2EL of the same request is that much
+longer (its TPOT likewise). AIPerf's
 ``inter_token_latency`` is (latency - TTFT) / (output tokens - 1), the same as vLLM's TPOT;
 ``output_sequence_length`` is counted in tokens by AIPerf's tokenizer, in content chunks by
 bench (one token per chunk for vLLM-style streams).
