@@ -53,14 +53,14 @@ def test_bench_reads_aiperf_log_as_aiperf_summarises_it(tmp_path: Path) -> None:
     send = import_aiperf(recs, origin="send")
     credit = import_aiperf(recs, origin="credit")
     assert send.completed == s["request_count"]["avg"] == 30
-    # one log, two implementations: where the definitions are one, the same numbers
-    # (AIPerf's percentiles are linear like numpy's)
+    # one log, two implementations: where the definitions are one, the same numbers to the
+    # microsecond (AIPerf's percentiles are linear like numpy's; it computes in integer ns)
     for ours, theirs in ((send.ttft, s["time_to_first_token"]),
                          (credit.e2el, s["effective_latency"]),
                          (credit.send_lag, s["credit_to_start_latency"])):
-        assert ours.mean == pytest.approx(theirs["avg"], rel=1e-6)
+        assert ours.mean == pytest.approx(theirs["avg"], abs=1e-3)
         for p in ("p50", "p90", "p99"):
-            assert ours.percentiles[p] == pytest.approx(theirs[p], rel=1e-6)
+            assert ours.percentiles[p] == pytest.approx(theirs[p], abs=1e-3)
     # AIPerf's request_latency (and its TPOT) end at the last content chunk, bench's at the
     # end of the stream (request_end_ns): later, by the [DONE] event's read
     for ours, theirs in ((send.e2el, s["request_latency"]), (send.tpot, s["inter_token_latency"])):
