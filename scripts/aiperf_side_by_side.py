@@ -4,22 +4,31 @@ at the same Poisson rate on the same prompts, read through one set of metric def
 The service is :mod:`bench.capacity.services.chat` (vLLM's API shape, streamed, scripted
 token timings: ``--slots`` sequences at once, ``--prefill-ms`` before the first token,
 ``--tpot-ms`` per token; it answers each prompt with its scripted answer, one word a token).
-Three columns per rate:
+Three columns per rate, one row per metric under one name:
 
-- ``bench``: bench's generator (:func:`bench.capacity.driver.run_open` through
-  :class:`bench.capacity.mapped.MappedTarget`, ``api: chat``), bench's metrics
-  (:func:`bench.capacity.metrics.summarize`; TTFT/E2EL from the INTENDED send);
-- ``aiperf -> bench``: AIPerf's run, its per-request export (``profile_export.jsonl``)
-  imported by :func:`bench.capacity.interop.import_aiperf` and recomputed with bench's
-  definitions (from the ACTUAL send: AIPerf records no intended time);
-- ``aiperf``: AIPerf's own summary (``profile_export_aiperf.json``), same metric names.
+- ``bench generator -> bench metrics``: bench's generator
+  (:func:`bench.capacity.driver.run_open` through :class:`bench.capacity.mapped.MappedTarget`,
+  ``api: chat``) and bench's metrics (:func:`bench.capacity.metrics.summarize`), latency from
+  the schedule (the INTENDED send) and, from its own AIPerf-format log, from the actual send;
+- ``AIPerf generator -> AIPerf's summary``: AIPerf's run and its own numbers
+  (``profile_export_aiperf.json``): ``request_latency`` / TTFT from the actual send,
+  ``effective_latency`` (its coordinated-omission-aware one) from the credit issue;
+- ``AIPerf generator -> its per-request log read by bench``: the SAME requests as the second
+  column (``profile_export.jsonl``) recomputed by
+  :func:`bench.capacity.interop.import_aiperf`, from the actual send (``origin="send"``) and
+  from AIPerf's credit issue (``origin="credit"``, bench's intended-send definition).
 
-AIPerf does not go in bench's environment (it pins other numpy / huggingface_hub versions):
-it runs from its own venv, ``--aiperf`` (docs/experiments/capacity_http.md says how to make
-it). Offline: ``HF_HUB_OFFLINE=1``, its tokenizer is the packaged MiniLM's folder.
+Columns 2 and 3 are one request log read by two implementations: where the definitions are
+the same their numbers must be. Columns 1 and 2 are two generators at the same rate (two
+Poisson draws: tails differ by chance as well).
+
+AIPerf does not go in bench's environment (0.13.0 would downgrade packages of it): it runs
+from its own venv, ``--aiperf`` (docs/experiments/capacity_http.md says how to make it).
+Offline: AIPerf is run WITHOUT ``HF_HUB_OFFLINE`` and with the packaged MiniLM's folder as
+its tokenizer (nothing is fetched; see ``run_aiperf``).
 
     flock /tmp/bench-cpu.lock python scripts/aiperf_side_by_side.py \\
-        --aiperf .venv-aiperf/bin/aiperf --rates 8 16 --requests 160
+        --aiperf /work/venvs/aiperf/bin/aiperf --rates 8 16 24 --requests 240 --out DIR
 """
 
 from __future__ import annotations
@@ -33,16 +42,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from bench.capacity.driver import run_open
-from bench.capacity.interop import import_aiperf
+from bench.capacity.driver import LevelRun, run_open
+from bench.capacity.interop import import_aiperf, write_aiperf
 from bench.capacity.mapped import Endpoint, EndpointQuery, MappedTarget
-from bench.capacity.metrics import LevelMetrics, summarize, table
+from bench.capacity.metrics import Dist, LevelMetrics, summarize
 from bench.capacity.schedule import poisson_arrivals
 from bench.capacity.servers import Served
 
@@ -97,32 +105,16 @@ def run_aiperf(aiperf: str, url: str, data: Path, rate: float, n: int, out: Path
     return recs, summ, wall
 
 
-def aiperf_summary(path: Path, label: str, rate: float) -> dict[str, Any]:
-    """AIPerf's own numbers under the table's names (ms; request_throughput in req/s)."""
+def aiperf_summary(path: Path) -> dict[str, dict[str, float]]:
+    """AIPerf's own summary (``profile_export_aiperf.json``): metric -> its stats block."""
     d = json.loads(path.read_text())
     src = d.get("records", d)
-
-    def get(metric: str, stat: str) -> float | None:
-        m = src.get(metric)
-        if not isinstance(m, dict):
-            return None
-        v = m.get(stat)
-        return float(v) if isinstance(v, (int, float)) else None
-
-    return {"label": label, "rate": rate,
-            "request_throughput": get("request_throughput", "avg"),
-            "ttft_p50": get("time_to_first_token", "p50"),
-            "ttft_p99": get("time_to_first_token", "p99"),
-            "itl_mean": get("inter_token_latency", "avg"),
-            "e2el_mean": get("request_latency", "avg"),
-            "e2el_p50": get("request_latency", "p50"),
-            "e2el_p99": get("request_latency", "p99"),
-            "osl_mean": get("output_sequence_length", "avg"),
-            "count": get("request_count", "avg")}
+    return {k: {s: float(v) for s, v in m.items() if isinstance(v, (int, float))}
+            for k, m in src.items() if isinstance(m, dict) and "unit" in m}
 
 
 async def run_bench(url: str, pairs: list[tuple[str, str]], rate: float, n: int,
-                    seed: int) -> LevelMetrics:
+                    seed: int) -> LevelRun:
     ep = Endpoint(name="llm", api="chat", urls=(url + "/v1/chat/completions",),
                   model="scripted-chat", max_tokens=256)
     queries = [EndpointQuery(str(k), p) for k, (p, _) in enumerate(pairs)]
@@ -131,30 +123,107 @@ async def run_bench(url: str, pairs: list[tuple[str, str]], rate: float, n: int,
     sched = replace(sched, query=np.arange(n, dtype=np.int64) % len(queries))
     async with MappedTarget(ep, queries, key="aiperf_side_by_side", timeout_s=60.0) as t:
         await t.send(0)  # warm-up: one connection, first-call costs
-        run = await run_open(sched, t, timeout_s=60.0)
-    return summarize(run, slo_ms={}, label=f"{rate:g} req/s")
+        return await run_open(sched, t, timeout_s=60.0)
 
 
-def side_by_side(rows: list[tuple[LevelMetrics, LevelMetrics, dict[str, Any]]]) -> list[str]:
-    def f(v: float | None) -> str:
-        return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1f}"
+@dataclass(frozen=True)
+class Column:
+    """One column of the table: a generator's requests read with one set of definitions.
+    ``sched`` / ``send``: the same request log with latency from the schedule (bench's
+    intended send, AIPerf's credit issue) and from the actual send (None where that tool
+    does not report it)."""
 
-    out = ["| rate req/s | source | completed | achieved req/s | TTFT p50 / p99 ms | "
-           "TPOT (ITL) mean ms | E2EL mean / p50 / p99 ms | output tokens mean |",
-           "|---:|---|---:|---:|---|---:|---|---:|"]
-    for b, ai, s in rows:
-        for m, src in ((b, "bench (intended send)"), (ai, "AIPerf log -> bench (actual send)")):
-            toks = m.extra.get("total_output_tokens")
-            osl = toks / m.completed if toks and m.completed else None
-            out.append(f"| {s['rate']:g} | {src} | {m.completed} | {m.achieved_rps:.2f} | "
-                       f"{f(m.ttft.percentiles['p50'])} / {f(m.ttft.percentiles['p99'])} | "
-                       f"{f(m.tpot.mean)} | {f(m.e2el.mean)} / {f(m.e2el.percentiles['p50'])} / "
-                       f"{f(m.e2el.percentiles['p99'])} | {f(osl)} |")
-        out.append(f"| {s['rate']:g} | AIPerf summary (its own) | {f(s['count'])} | "
-                   f"{f(s['request_throughput'])} | {f(s['ttft_p50'])} / {f(s['ttft_p99'])} | "
-                   f"{f(s['itl_mean'])} | {f(s['e2el_mean'])} / {f(s['e2el_p50'])} / "
-                   f"{f(s['e2el_p99'])} | {f(s['osl_mean'])} |")
+    title: str
+    sched: LevelMetrics | None
+    send: LevelMetrics | None
+    aiperf: dict[str, dict[str, float]] | None = None
+
+
+def _f(v: float | None) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1f}"
+
+
+def _ps(d: Dist | None, ps: tuple[str, ...] = ("p50", "p90", "p99")) -> str:
+    return "-" if d is None or not d.n else " / ".join(_f(d.percentiles[p]) for p in ps)
+
+
+def _ai(s: dict[str, dict[str, float]], metric: str,
+        stats: tuple[str, ...] = ("p50", "p90", "p99")) -> str:
+    m = s.get(metric)
+    return "-" if m is None else " / ".join(_f(m.get(k)) for k in stats)
+
+
+def rows_of(c: Column) -> dict[str, str]:
+    """The column's cell per row of the table (same names for bench and AIPerf)."""
+    if c.aiperf is not None:
+        s = c.aiperf
+        cnt, err = s.get("request_count", {}).get("avg"), s.get("error_request_count", {})
+        return {
+            "requests ok / sent": f"{_f(cnt)} / {_f((cnt or 0) + err.get('avg', 0.0))}",
+            "request throughput req/s": _f(s.get("request_throughput", {}).get("avg")),
+            "TTFT p50 / p90 / p99 from the actual send": _ai(s, "time_to_first_token"),
+            "TTFT p50 / p90 / p99 from the schedule": "- (not reported)",
+            "TPOT mean / p50 / p99 (AIPerf: inter_token_latency)":
+                _ai(s, "inter_token_latency", ("avg", "p50", "p99")),
+            "ITL p50 / p99, every chunk gap (AIPerf: inter_chunk_latency)":
+                _ai(s, "inter_chunk_latency", ("p50", "p99")),
+            "request latency mean / p50 / p90 / p99 from the actual send":
+                _ai(s, "request_latency", ("avg", "p50", "p90", "p99")),
+            "request latency mean / p50 / p90 / p99 from the schedule "
+            "(AIPerf: effective_latency)": _ai(s, "effective_latency",
+                                               ("avg", "p50", "p90", "p99")),
+            "send lag p50 / p99 (AIPerf: credit_to_start_latency)":
+                _ai(s, "credit_to_start_latency", ("p50", "p99")),
+            "output length mean": _f(s.get("output_sequence_length", {}).get("avg")),
+        }
+    a, b = c.sched, c.send
+    m = a or b
+    assert m is not None
+    toks = m.extra.get("total_output_tokens")
+
+    def lat(x: LevelMetrics | None) -> str:
+        return "-" if x is None else f"{_f(x.e2el.mean)} / {_ps(x.e2el)}"
+
+    return {
+        "requests ok / sent": f"{m.completed} / {m.n_requests}",
+        "request throughput req/s": _f(m.achieved_rps),
+        "TTFT p50 / p90 / p99 from the actual send": "-" if b is None else _ps(b.ttft),
+        "TTFT p50 / p90 / p99 from the schedule": "-" if a is None else _ps(a.ttft),
+        "TPOT mean / p50 / p99 (AIPerf: inter_token_latency)":
+            f"{_f(m.tpot.mean)} / {_ps(m.tpot, ('p50', 'p99'))}",
+        "ITL p50 / p99, every chunk gap (AIPerf: inter_chunk_latency)":
+            _ps(m.itl, ("p50", "p99")),
+        "request latency mean / p50 / p90 / p99 from the actual send": lat(b),
+        "request latency mean / p50 / p90 / p99 from the schedule "
+        "(AIPerf: effective_latency)": lat(a),
+        "send lag p50 / p99 (AIPerf: credit_to_start_latency)":
+            "-" if a is None else _ps(a.send_lag, ("p50", "p99")),
+        "output length mean": _f(toks / m.completed if toks and m.completed else None),
+    }
+
+
+def side_by_side(rate: float, cols: list[Column]) -> list[str]:
+    cells = [rows_of(c) for c in cols]
+    out = [f"| {rate:g} req/s, ms unless said | " + " | ".join(c.title for c in cols) + " |",
+           "|---|" + "---|" * len(cols)]
+    for row in cells[0]:
+        out.append(f"| {row} | " + " | ".join(c[row] for c in cells) + " |")
     return out
+
+
+def columns(run: LevelRun, recs: Path, summ: Path, work: Path, rate: float) -> list[Column]:
+    """bench's run and AIPerf's, each read every way the table shows."""
+    own = write_aiperf(run, work / f"bench-{rate:g}.jsonl",
+                       float(run.meta.get("start_epoch_s", "0")))
+    label = f"{rate:g} req/s"
+    return [
+        Column("bench generator -> bench metrics", summarize(run, slo_ms={}, label=label),
+               import_aiperf(own, label=label, origin="send")),
+        Column("AIPerf generator -> AIPerf's summary", None, None, aiperf_summary(summ)),
+        Column("AIPerf generator -> its per-request log read by bench",
+               import_aiperf(recs, label=label, origin="credit"),
+               import_aiperf(recs, label=label, origin="send")),
+    ]
 
 
 def main() -> None:
@@ -186,27 +255,27 @@ def main() -> None:
     argv = [sys.executable, "-m", "bench.capacity.services.chat", "--port", "{port}",
             "--slots", str(a.slots), "--prefill-ms", str(a.prefill_ms), "--tpot-ms",
             str(a.tpot_ms), "--answers", str(answers)]
-    rows = []
+    tables: list[str] = []
+    walls = []
     with Served(argv, log_path=work / "chat.log") as srv:
         for k, rate in enumerate(a.rates):
             # interleaved per rate: bench, then AIPerf, against the same server process
             t0 = time.perf_counter()
-            b = asyncio.run(run_bench(srv.url, pairs, rate, a.requests, a.seed + k))
+            run = asyncio.run(run_bench(srv.url, pairs, rate, a.requests, a.seed + k))
             bwall = time.perf_counter() - t0
             recs, summ, awall = run_aiperf(a.aiperf, srv.url, data, rate, a.requests,
                                            work / f"aiperf-{rate:g}", a.seed + k,
                                            a.tokenizer or str(tokenizer_dir()))
-            ai = import_aiperf(recs, label=f"{rate:g} req/s")
-            s = aiperf_summary(summ, f"{rate:g}", rate)
-            rows.append((b, ai, s))
-            print(json.dumps({"rate": rate, "bench_wall_s": bwall, "aiperf_wall_s": awall,
-                              "aiperf_records": str(recs)}), flush=True)
+            tables += [*side_by_side(rate, columns(run, recs, summ, work, rate)), ""]
+            walls.append({"rate": rate, "bench_wall_s": round(bwall, 1),
+                          "aiperf_wall_s": round(awall, 1), "aiperf_records": str(recs)})
+            print(json.dumps(walls[-1]), flush=True)
+    text = "\n".join(tables)
+    (work / "side_by_side.md").write_text(text)
+    (work / "walls.json").write_text(json.dumps(walls, indent=1))
     print()
-    print("\n".join(side_by_side(rows)))
-    print()
-    print("\n".join(table([m for b, ai, _ in rows for m in (b, ai)])))
-    print(f"\nartifacts: {work}")
-
+    print(text)
+    print(f"artifacts: {work}")
 
 if __name__ == "__main__":
     main()

@@ -13,9 +13,18 @@ status, attempts, and whether the query was seen before.
 ``import_aiperf(path)`` reads such a file (AIPerf's own or ours) back into one level of
 :class:`bench.capacity.metrics.LevelMetrics`, recomputed from the request log with bench's
 definitions, so a user's AIPerf numbers and bench's sit in one table
-(:func:`bench.capacity.metrics.table`). The differences, stated: AIPerf times a request from
-its actual send (``request_start_ns``), bench from its intended send — where a record has no
-``bench.intended_start_ns`` the actual send is used (``latency_origin: "send"``); AIPerf's
+(:func:`bench.capacity.metrics.table`). The differences, stated: AIPerf's ``request_latency``
+and TTFT count from its actual send (``request_start_ns``), bench's from the intended send.
+``origin`` says where the imported latency counts from: ``"auto"`` (bench's
+``bench.intended_start_ns`` where the record has it, else the actual send:
+``latency_origin: "send"``), ``"send"`` (always the actual send: AIPerf's own definition) or
+``"credit"`` (``metadata.credit_issued_ns``: when AIPerf's schedule issued the request, before
+its worker sent it — the origin of AIPerf's coordinated-omission-aware
+``effective_latency``, and the nearest thing AIPerf records to bench's intended send). A
+request ends at ``request_end_ns`` (the end of the stream, as bench's own requests end, and as
+AIPerf's ``effective_latency`` ends); AIPerf's ``request_latency`` ends at its last content
+chunk, before the stream's closing event, so bench's E2EL of the same request is that much
+longer (its TPOT likewise). AIPerf's
 ``inter_token_latency`` is (latency - TTFT) / (output tokens - 1), the same as vLLM's TPOT;
 ``output_sequence_length`` is counted in tokens by AIPerf's tokenizer, in content chunks by
 bench (one token per chunk for vLLM-style streams).
@@ -96,11 +105,17 @@ _ERRORS: dict[str, Status] = {"timeout": "timeout", "rate_limited": "rate_limite
                               "invalid": "invalid"}
 
 
+ORIGINS = ("auto", "send", "credit")
+
+
 def import_aiperf(path: Path, *, slo_ms: dict[str, float] | None = None,
-                  label: str | None = None) -> LevelMetrics:
-    """An AIPerf ``profile_export.jsonl`` as one level, recomputed with bench's definitions
-    (see the module docstring). A line that is not a record is an InputError naming
-    file:line."""
+                  label: str | None = None, origin: str = "auto") -> LevelMetrics:
+    """An AIPerf ``profile_export.jsonl`` as one level, recomputed with bench's definitions;
+    ``origin``: where latency counts from (see the module docstring). A line that is not a
+    record (or, with ``origin="credit"``, has no ``credit_issued_ns``) is an InputError
+    naming file:line."""
+    if origin not in ORIGINS:
+        raise ValueError(f"origin {origin!r}: one of {', '.join(ORIGINS)}")
     rows: list[tuple[int, float, float, float, Status, float | None, tuple[float, ...], int,
                      int, bool, str]] = []
     intended_seen = False
@@ -117,8 +132,13 @@ def import_aiperf(path: Path, *, slo_ms: dict[str, float] | None = None,
             start = int(meta["request_start_ns"]) / _NS
             end = int(meta["request_end_ns"]) / _NS
             b = d.get("bench") or {}
-            intended = int(b["intended_start_ns"]) / _NS if "intended_start_ns" in b else start
-            intended_seen = intended_seen or "intended_start_ns" in b
+            if origin == "credit":
+                intended = int(meta["credit_issued_ns"]) / _NS
+            elif origin == "auto" and "intended_start_ns" in b:
+                intended = int(b["intended_start_ns"]) / _NS
+                intended_seen = True
+            else:
+                intended = start
             m = d.get("metrics") or {}
             err = d.get("error")
             status: Status = "ok" if err is None else _ERRORS.get(
@@ -148,6 +168,6 @@ def import_aiperf(path: Path, *, slo_ms: dict[str, float] | None = None,
                      np.asarray([r[9] for r in rows], dtype=bool))
     run = LevelRun(sched, recs, max(r.end_s for r in recs), "open")
     m = summarize(run, slo_ms=slo_ms or {}, label=label or f"aiperf {path.name}")
-    origin = "intended" if intended_seen else "send"
+    got = "credit_issued" if origin == "credit" else "intended" if intended_seen else "send"
     return replace(m, source=f"aiperf ({path.name})",
-                   extra={**m.extra, "latency_origin": origin})
+                   extra={**m.extra, "latency_origin": got})

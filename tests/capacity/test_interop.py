@@ -71,3 +71,29 @@ def test_aiperf_own_records_count_from_the_actual_send(tmp_path: Path) -> None:
     p.write_text(json.dumps(rec) + "\n{\"metadata\": 3}\n")
     with pytest.raises(InputError, match=r"profile_export.jsonl:2"):
         import_aiperf(p)
+
+
+def test_aiperf_records_read_from_the_credit_issue(tmp_path: Path) -> None:
+    # AIPerf 0.13 records when its schedule issued the request (credit_issued_ns) and when a
+    # worker sent it: from the credit, a 20 ms wait in its credit queue is latency (its
+    # effective_latency); from the send (its request_latency) it is not
+    rec = {"metadata": {"session_num": 0, "credit_issued_ns": 980_000_000,
+                        "request_start_ns": 1_000_000_000, "request_end_ns": 1_300_000_000},
+           "metrics": {"time_to_first_token": {"value": 100.0, "unit": "ms"},
+                       "output_sequence_length": {"value": 3, "unit": "tokens"}},
+           "error": None}
+    p = tmp_path / "profile_export.jsonl"
+    p.write_text(json.dumps(rec) + "\n")
+    credit = import_aiperf(p, origin="credit")
+    send = import_aiperf(p, origin="send")
+    assert credit.extra["latency_origin"] == "credit_issued"
+    assert credit.e2el.mean == pytest.approx(300.0 + 20.0)
+    assert credit.ttft.mean == pytest.approx(100.0 + 20.0)
+    assert credit.send_lag.mean == pytest.approx(20.0)
+    assert send.e2el.mean == pytest.approx(300.0) and send.send_lag.mean == pytest.approx(0.0)
+    # TPOT is between tokens: the same from either origin
+    assert credit.tpot.mean == pytest.approx(send.tpot.mean) == pytest.approx(200.0 / 2)
+    del rec["metadata"]["credit_issued_ns"]
+    p.write_text(json.dumps(rec) + "\n")
+    with pytest.raises(InputError, match=r"profile_export.jsonl:1.*credit_issued_ns"):
+        import_aiperf(p, origin="credit")
