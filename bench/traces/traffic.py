@@ -23,6 +23,16 @@ Once the run has evaluated its config (the artifacts it cached are what the serv
    than production answered) through the production server itself (a control: agreement 1)
    and through each candidate config served by its own ``bench.serve``.
 
+With ``answers`` > 0 production serves the generated config of ``answer_with`` and, after the
+windows, answers that many more questions (``/v1/answer``; not part of the windows, the events
+or the sample); the candidates, served with the same generator config, answer them under
+replay and a **judge** step scores both sides' answers (``bench.traces.judged``: faithfulness,
+answer relevancy, context relevance, paired candidate vs production; a plumbing check with the
+packaged 135M judge). A **quality** step (after drift) re-weights the golden set's per-category
+``quality_metric`` (the run's per_query.parquet) to each window's route mix, and a **review**
+step sends the sample through the review queue (the golden judgements as the reviewer), merges
+it and pairs the labelled metrics of production and each candidate (``bench.traces.quality``).
+
 Everything is written into the run dir: ``spans.jsonl``, ``import.json``, ``records.jsonl``
 and per window ``<window>/records.jsonl``, ``evals.otlp.jsonl``, ``sample.jsonl``,
 ``drift.json``, ``<window>/rules.yaml`` + ``monitor.json``, ``replay.jsonl``, the servers'
@@ -91,9 +101,9 @@ class TrafficSettings:
     concurrency: int = 4
     #: production answers this many more questions (``/v1/answer``, one at a time, after the
     #: windows): the judged replay's sample; 0 = no answers, no judge metrics
-    answers: int = 8
+    answers: int = 4
     #: the overrides that make the served config a generated one (generator, its context and
-    #: sampling, and ``config=<label>`` of the generated config)
+    #: sampling, and ``config=generated``: the served config picked by its kind)
     answer_with: Sequence[str] = ()
     #: the candidates generate too (with ``answer_with``) for the judged replay
     replay_generate: bool = True

@@ -36,7 +36,7 @@ def test_windows_are_disjoint_and_the_injected_one_carries_the_absent_category()
     ds = SyntheticDataset(n_docs=60, n_queries=120).load()
     w = build_windows(ds, SETTINGS)
     ids = [q.query_id for v in w.values() for q in v]
-    assert len(ids) == len(set(ids)) == 3 * 20 + 8  # and the 8 questions production answers
+    assert len(ids) == len(set(ids)) == 3 * 20 + 4  # and the 4 questions production answers
     assert not any(q.category == "multi_doc" for q in w["reference"] + w["clean"] + w["answered"])
     assert sum(q.category == "multi_doc" for q in w["injected"]) == 10
     assert build_windows(ds, SETTINGS) == w  # seeded
