@@ -79,9 +79,10 @@ def test_a_bad_setting_is_one_line_and_exit_2_before_the_run(tmp_path: Path) -> 
 
 def test_a_failed_step_is_said_and_exits_1(tmp_path: Path) -> None:
     ds = SyntheticDataset(n_docs=60, n_queries=120).load()
-    # a config id the run does not have: the production server refuses to start
-    res = run_loop(SETTINGS, dataset=ds, out=tmp_path, serve_overrides=[
-        "dataset=synthetic", "dataset.n_queries=120", "config=nope", "device=cpu",
+    # a config the run does not have: the production server refuses to start
+    bad = dataclasses.replace(SETTINGS, answer_with=["generator=transformers_cpu", "config=nope"])
+    res = run_loop(bad, dataset=ds, out=tmp_path, serve_overrides=[
+        "dataset=synthetic", "dataset.n_queries=120", "device=cpu",
         f"cache_dir={tmp_path / 'cache'}"])
     assert res.exit_code == 1
     assert [(s.name, s.status) for s in res.steps] == [
