@@ -128,7 +128,7 @@ def serve_settings(cfg: DictConfig) -> ServeSettings:
 
 
 def choose_config(configs: Sequence[ConfigSpec], wanted: str | None) -> ConfigSpec:
-    """The served config: by id, or by label where the label is unique."""
+    """The served config: by id, or by label or kind where it is unique."""
     listing = "; ".join(f"{c.config_id} {c.label}" for c in configs)
     if wanted is None:
         if len(configs) == 1:
@@ -140,6 +140,11 @@ def choose_config(configs: Sequence[ConfigSpec], wanted: str | None) -> ConfigSp
         hit = [c for c in configs if c.label == wanted]
         if len(hit) > 1:
             raise ConfigError("serve.config", f"label {wanted!r} names {len(hit)} configs; use "
+                                              f"a config id: {listing}")
+    if not hit:  # a kind its only config has (``config=generated``: the run's answers)
+        hit = [c for c in configs if c.kind == wanted]
+        if len(hit) > 1:
+            raise ConfigError("serve.config", f"kind {wanted!r} names {len(hit)} configs; use "
                                               f"a config id: {listing}")
     if not hit:
         raise ConfigError("serve.config", f"no config {wanted!r} in this run; its configs: "

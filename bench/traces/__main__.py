@@ -12,7 +12,8 @@
   as ``gen_ai.evaluation.result`` OTLP events (also sent to an OTLP/HTTP endpoint), and
   reading them back; ``send FILE --endpoint URL``: a file's events and spans to an endpoint;
 - ``replay RECORDS --candidate NAME=URL...``: shadow replay through candidate configs served
-  by ``bench.serve``: agreement with production (overlap@k, RBO) and latency, with CIs.
+  by ``bench.serve``: agreement with production (overlap@k, RBO) and latency, with CIs;
+  ``--generate`` asks the candidates for answers too (``/v1/answer``).
 
 Bad input (a file in no supported format, a span without a query, a window too small for
 the drift test) is one line naming file:line and exit 2, before anything is written.
@@ -95,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("records", type=Path, help="records.jsonl (or a sample's records)")
     r.add_argument("--candidate", action="append", required=True, metavar="NAME=URL",
                    help="a bench.serve base URL serving a candidate config (repeatable)")
+    r.add_argument("--generate", action="store_true",
+                   help="ask /v1/answer (a candidate served with a generator): the rows keep "
+                        "its answers and prompt documents; latency is then the answer's")
     r.add_argument("--out", type=Path, default=None, help="replay.json")
     return p
 
@@ -173,7 +177,8 @@ def _replay(a: argparse.Namespace) -> int:
             raise ConfigError("--candidate", f"{c!r}: give NAME=http://host:port")
         cands.append((name, url))
     records = read_records(a.records)
-    rows = [row for name, url in cands for row in replay(records, name, url)]
+    rows = [row for name, url in cands
+            for row in replay(records, name, url, generate=a.generate)]
     summaries = summarize(rows)
     print(table(summaries))
     if a.out is not None:

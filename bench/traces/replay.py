@@ -10,8 +10,11 @@ release of the same few lines). Each candidate's latency under replay is the ser
 agreement with a bootstrap CI (``bench.metrics.stats``), p50 / p95 latency with bootstrap CIs.
 Requests that fail are counted by reason, never scored.
 
-Not built yet: judge metrics on both answers (faithfulness, answer relevancy, context
-relevance) and the labelled metrics for reviewed rows.
+``generate=True`` sends each query to ``/v1/answer`` instead (the candidate served with the
+run's generator config): the row keeps the candidate's answer and the documents of its
+prompt, for the judge metrics of ``bench.traces.judged``; its latency is then the answer's.
+Every ok row keeps the candidate's ranked ids (``doc_ids``), for the labelled metrics of
+reviewed rows (``bench.traces.quality``).
 """
 
 from __future__ import annotations
@@ -59,11 +62,16 @@ class ReplayRow:
     overlap: float | None = None
     rbo: float | None = None
     latency_ms: float | None = None
+    doc_ids: tuple[str, ...] = ()
+    #: with ``generate``: the candidate's answer and the documents its prompt held
+    answer: str | None = None
+    context_ids: tuple[str, ...] = ()
 
 
 def replay(records: Sequence[TraceRecord], candidate: str, url: str, *,
-           timeout_s: float = 120.0) -> list[ReplayRow]:
-    """Every record's query sent to ``url``'s ``/v1/retrieve`` (k = production's depth)."""
+           timeout_s: float = 120.0, generate: bool = False) -> list[ReplayRow]:
+    """Every record's query sent to ``url``'s ``/v1/retrieve`` (k = production's depth), or
+    with ``generate`` to its ``/v1/answer`` (not streamed)."""
     import httpx
 
     out = []
@@ -76,8 +84,10 @@ def replay(records: Sequence[TraceRecord], candidate: str, url: str, *,
             body: dict[str, Any] = {"query": r.query, "k": len(prod)}
             if r.tenant:
                 body["tenant"] = r.tenant
+            if generate:
+                body["stream"] = False
             try:
-                resp = client.post("/v1/retrieve", json=body)
+                resp = client.post("/v1/answer" if generate else "/v1/retrieve", json=body)
             except httpx.HTTPError as exc:
                 out.append(ReplayRow(r.trace_id, candidate, f"http_error: {type(exc).__name__}"))
                 continue
@@ -86,9 +96,11 @@ def replay(records: Sequence[TraceRecord], candidate: str, url: str, *,
                 continue
             js = resp.json()
             cand = [h["doc_id"] for h in js["hits"]]
-            out.append(ReplayRow(r.trace_id, candidate, "ok", overlap_at_k(prod, cand,
-                                                                             len(prod)),
-                                 rbo(prod, cand), float(js["timings_ms"]["total"])))
+            out.append(ReplayRow(
+                r.trace_id, candidate, "ok", overlap_at_k(prod, cand, len(prod)),
+                rbo(prod, cand), float(js["timings_ms"]["total"]), tuple(cand),
+                js.get("answer") if generate and js["generation"]["status"] == "ok" else None,
+                tuple(dict.fromkeys(p["doc_id"] for p in js.get("context", ())))))
     return out
 
 

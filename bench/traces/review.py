@@ -29,7 +29,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from bench.data.base import Query
+from bench.data.base import Document, Query
 from bench.data.golden import query_to_json, read_corpus, read_queries
 from bench.data.jsonl import Where, iter_jsonl, json_bool, json_str, json_str_list, write_jsonl
 from bench.data.splits import contamination, near_duplicates
@@ -39,9 +39,12 @@ FILLED = ("relevant_document_ids", "required_claims", "must_abstain", "category"
           "reviewed_at", "status")
 
 
-def queue_rows(sample_path: str | Path) -> list[dict[str, Any]]:
+def queue_rows(sample: str | Path | Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Review rows of a sample file (or of its rows, ``sampled_to_json``)."""
     out = []
-    for where, obj in iter_jsonl(sample_path):
+    pairs = (iter_jsonl(sample) if isinstance(sample, str | Path) else
+             ((Where("<sample>", i), obj) for i, obj in enumerate(sample, start=1)))
+    for where, obj in pairs:
         rec = obj.get("record")
         if not isinstance(rec, dict) or "trace_id" not in obj:
             raise where.error("not a sample row of `python -m bench.traces sample`")
@@ -115,8 +118,15 @@ def merge(queue_path: str | Path, *, corpus_path: str | Path, golden_path: str |
           ) -> MergeResult:
     docs = read_corpus(corpus_path)
     doc_ids = {d.doc_id for d in docs}
-    tenanted = any(d.tenant for d in docs)
-    existing = read_queries(golden_path, doc_ids, tenanted=tenanted)
+    existing = read_queries(golden_path, doc_ids, tenanted=any(d.tenant for d in docs))
+    return merge_rows(queue_path, documents=docs, existing=existing)
+
+
+def merge_rows(queue_path: str | Path, *, documents: Sequence[Document],
+               existing: Sequence[Query]) -> MergeResult:
+    """``merge`` over a loaded corpus and golden set."""
+    doc_ids = {d.doc_id for d in documents}
+    tenanted = any(d.tenant for d in documents)
     have = {q.query_id for q in existing}
     new: list[Query] = []
     pending = already = 0

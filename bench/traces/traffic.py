@@ -23,6 +23,16 @@ Once the run has evaluated its config (the artifacts it cached are what the serv
    than production answered) through the production server itself (a control: agreement 1)
    and through each candidate config served by its own ``bench.serve``.
 
+With ``answers`` > 0 production serves the generated config of ``answer_with`` and, after the
+windows, answers that many more questions (``/v1/answer``; not part of the windows, the events
+or the sample); the candidates, served with the same generator config, answer them under
+replay and a **judge** step scores both sides' answers (``bench.traces.judged``: faithfulness,
+answer relevancy, context relevance, paired candidate vs production; a plumbing check with the
+packaged 135M judge). A **quality** step (after drift) re-weights the golden set's per-category
+``quality_metric`` (the run's per_query.parquet) to each window's route mix, and a **review**
+step sends the sample through the review queue (the golden judgements as the reviewer), merges
+it and pairs the labelled metrics of production and each candidate (``bench.traces.quality``).
+
 Everything is written into the run dir: ``spans.jsonl``, ``import.json``, ``records.jsonl``
 and per window ``<window>/records.jsonl``, ``evals.otlp.jsonl``, ``sample.jsonl``,
 ``drift.json``, ``<window>/rules.yaml`` + ``monitor.json``, ``replay.jsonl``, the servers'
@@ -58,6 +68,8 @@ from bench.traces.traffic_report import LoopResult, Step, write_report
 log = logging.getLogger("bench")
 
 WINDOWS = ("reference", "clean", "injected")
+#: the questions production answers after the windows (the judged replay's sample)
+ANSWERED = "answered"
 KEY = "hydra.callbacks.traffic"
 PII_TAIL = " (reply to jane.doe@example.com)"
 
@@ -87,6 +99,22 @@ class TrafficSettings:
     candidates: Mapping[str, Sequence[str]] = field(default_factory=dict)
     ready_timeout_s: float = 900.0
     concurrency: int = 4
+    #: production answers this many more questions (``/v1/answer``, one at a time, after the
+    #: windows): the judged replay's sample; 0 = no answers, no judge metrics
+    answers: int = 4
+    #: the overrides that make the served config a generated one (generator, its context and
+    #: sampling, and ``config=generated``: the served config picked by its kind)
+    answer_with: Sequence[str] = ()
+    #: the candidates generate too (with ``answer_with``) for the judged replay
+    replay_generate: bool = True
+    judge_generator: str = "transformers_cpu"
+    judges: Sequence[str] = ("faithfulness", "answer_relevancy", "context_relevance")
+    judge_max_tokens: int = 96
+    judge_max_retries: int = 1
+    context_k: int = 3
+    passage_chars: int = 600
+    #: the golden set's per-query metric re-weighted to each window's slice (route) mix
+    quality_metric: str = "ndcg@10"
 
     def check(self) -> TrafficSettings:
         def bad(key: str, msg: str) -> ConfigError:
@@ -116,6 +144,19 @@ class TrafficSettings:
             raise bad("pii_requests", f"must be in [0, per_window], got {self.pii_requests}")
         if self.k < 1 or self.concurrency < 1:
             raise bad("k" if self.k < 1 else "concurrency", "must be >= 1")
+        if self.answers < 0:
+            raise bad("answers", f"must be >= 0, got {self.answers}")
+        if self.answers and (not self.answer_with or not all(
+                isinstance(o, str) and "=" in o for o in self.answer_with)):
+            raise bad("answer_with", "production answers (answers > 0) with these key=value "
+                                     "overrides: name the generator and the generated config")
+        from bench.traces.judged import JUDGES
+
+        bad_judges = [j for j in self.judges if j not in JUDGES]
+        if bad_judges:
+            raise bad("judges", f"{bad_judges[0]!r}: the judged replay runs {', '.join(JUDGES)}")
+        if self.context_k < 1 or self.passage_chars < 1:
+            raise bad("context_k" if self.context_k < 1 else "passage_chars", "must be >= 1")
         return self
 
 
@@ -136,17 +177,21 @@ def build_windows(dataset: Dataset, s: TrafficSettings) -> dict[str, list[Query]
         raise ConfigError(f"{KEY}.injected_share",
                           f"the injected window needs {n_inj} questions of category "
                           f"{s.absent_category!r}; {dataset.name} has {len(absent)}")
-    if len(normal) < 3 * n - n_inj:
+    if len(normal) < 3 * n - n_inj + s.answers:
         raise ConfigError(f"{KEY}.per_window",
-                          f"three windows of {n} need {3 * n - n_inj} questions outside "
+                          f"three windows of {n} and {s.answers} answered questions need "
+                          f"{3 * n - n_inj + s.answers} questions outside "
                           f"{s.absent_category!r}; {dataset.name} has {len(normal)}")
     rng = np.random.default_rng(s.seed)
     order = rng.permutation(len(normal))
     inj = [normal[i] for i in order[2 * n: 3 * n - n_inj]] + [
         absent[i] for i in rng.choice(len(absent), n_inj, replace=False)]
-    return {"reference": [normal[i] for i in order[:n]],
-            "clean": [normal[i] for i in order[n: 2 * n]],
-            "injected": [inj[i] for i in rng.permutation(len(inj))]}
+    out = {"reference": [normal[i] for i in order[:n]],
+           "clean": [normal[i] for i in order[n: 2 * n]],
+           "injected": [inj[i] for i in rng.permutation(len(inj))]}
+    if s.answers:  # after the windows' draws: the windows do not depend on it
+        out[ANSWERED] = [normal[i] for i in order[3 * n - n_inj: 3 * n - n_inj + s.answers]]
+    return out
 
 
 # -- sending ---------------------------------------------------------------------------------
@@ -212,6 +257,31 @@ def send_window(url: str, window: str, queries: Sequence[Query], s: TrafficSetti
         return [f.result() for f in futures]
 
 
+def send_answered(url: str, queries: Sequence[Query], s: TrafficSettings) -> list[Sent]:
+    """Production answers these questions (``/v1/answer``, not streamed), one at a time: a
+    135M model on two cores answers in seconds, so they are not part of the timed windows."""
+    import httpx
+
+    out = []
+    with httpx.Client(base_url=url, timeout=600) as client:
+        for i, q in enumerate(queries):
+            t0 = time.perf_counter()
+            body = {"query": q.text, "k": s.k, "stream": False, "trace_attributes": {
+                "user.id": f"user{i % 40}", "bench.tenant": "acme" if i % 3 else "globex",
+                "bench.route": q.category, "bench.feedback.thumbs": 1,
+                "bench.feedback.regenerated": False}}
+            try:
+                r = client.post("/v1/answer", json=body)
+                status = "ok" if r.status_code == 200 else f"status_{r.status_code}"
+                if status == "ok" and r.json()["generation"]["status"] != "ok":
+                    status = f"generation_{r.json()['generation']['status']}"
+            except httpx.HTTPError as exc:
+                status = f"http_error: {type(exc).__name__}"
+            out.append(Sent(ANSWERED, q.query_id, q.text, 0.0, 0.0,
+                            (time.perf_counter() - t0) * 1e3, status))
+    return out
+
+
 # -- the loop --------------------------------------------------------------------------------
 class _Steps:
     """Runs the loop's steps in order; after a failure the rest are recorded as not run."""
@@ -253,8 +323,11 @@ def _write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
 
 
 def run_loop(s: TrafficSettings, *, dataset: Dataset, serve_overrides: Sequence[str],
-             out: Path) -> LoopResult:
-    """The loop (module docstring) into ``out``; never raises for a failed step."""
+             out: Path, cache_dir: str | Path | None = None,
+             golden: tuple[Sequence[float], Sequence[str]] | None = None) -> LoopResult:
+    """The loop (module docstring) into ``out``; never raises for a failed step.
+    ``cache_dir``: where the judge model's weights are cached; ``golden``: the run's per-query
+    ``quality_metric`` and category of every golden query (the slice re-weighting's input)."""
     from bench.serve.launch import ServedProcess
 
     s.check()
@@ -270,6 +343,7 @@ def run_loop(s: TrafficSettings, *, dataset: Dataset, serve_overrides: Sequence[
                  "corpus_documents": len(dataset.documents)}
     spans = out / "spans.jsonl"
     spans.unlink(missing_ok=True)
+    answer_with = list(s.answer_with) if s.answers else []
     sent: list[Sent] = []
     st: dict[str, Any] = {}  # values the later steps read
 
@@ -278,7 +352,8 @@ def run_loop(s: TrafficSettings, *, dataset: Dataset, serve_overrides: Sequence[
             import httpx
 
             prod = stack.enter_context(ServedProcess(
-                [*serve_overrides, f"serve.traces={spans}"], ready_timeout_s=s.ready_timeout_s,
+                [*serve_overrides, *answer_with, f"serve.traces={spans}"],
+                ready_timeout_s=s.ready_timeout_s,
                 log_path=out / "serve-production.log"))
             st["prod"] = prod
             res.served["production"] = {"start_s": prod.start_s,
@@ -293,6 +368,14 @@ def run_loop(s: TrafficSettings, *, dataset: Dataset, serve_overrides: Sequence[
                 "p50_ms": float(np.percentile(lat, 50)) if ok else None,
                 "p95_ms": float(np.percentile(lat, 95)) if ok else None,
                 "max_late_ms": float(max(x.late_ms for x in sent))}
+            if s.answers:
+                answered = send_answered(prod.base_url, windows[ANSWERED], s)
+                sent.extend(answered)
+                a_fail = Counter(x.status for x in answered if x.status != "ok")
+                failed.update(a_fail)
+                res.traffic["answered"] = {
+                    "requests": len(answered), "failed": dict(a_fail),
+                    "p50_ms": float(np.percentile([x.latency_ms for x in answered], 50))}
             _write_jsonl(out / "sent.jsonl", [asdict(x) for x in sent])
             if failed:
                 raise RuntimeError(f"{sum(failed.values())} of {len(sent)} requests failed: "
@@ -313,7 +396,7 @@ def run_loop(s: TrafficSettings, *, dataset: Dataset, serve_overrides: Sequence[
             from bench.traces.importer import dumps
 
             (out / "records.jsonl").write_text("".join(dumps(r) + "\n" for r in recs))
-            for w in WINDOWS:
+            for w in (*WINDOWS, *((ANSWERED,) if s.answers else ())):
                 (out / w).mkdir(exist_ok=True)
                 (out / w / "records.jsonl").write_text("".join(
                     dumps(r) + "\n" for r in _window(st, w)))
@@ -327,6 +410,8 @@ def run_loop(s: TrafficSettings, *, dataset: Dataset, serve_overrides: Sequence[
             qrels = {q.query_id: {d for d, g in q.qrels if g > 0} for q in dataset.queries}
             evals = []
             for r in st["records"]:
+                if st["window_of"].get(r.trace_id) == ANSWERED:
+                    continue  # the windows' traffic only (the answered ones are judged)
                 rel = qrels.get(st["query_of"].get(r.trace_id, ""), set())
                 if not rel:
                     continue  # no relevant document (unanswerable): nothing to hit
@@ -354,16 +439,17 @@ def run_loop(s: TrafficSettings, *, dataset: Dataset, serve_overrides: Sequence[
             from bench.traces.sample import SamplingPlan, draw, sampled_to_json
 
             plan = SamplingPlan(seed=s.seed, uniform_rate=s.sample_rate, by=s.sample_by)
-            drawn = draw(st["records"], plan)
+            traffic = [r for r in st["records"] if st["window_of"].get(r.trace_id) != ANSWERED]
+            drawn = draw(traffic, plan)
             st["sample"] = drawn
             _write_jsonl(out / "sample.jsonl", [sampled_to_json(x) for x in drawn])
             designs = Counter(d for x in drawn for d in x.designs)
-            res.sample = {"records": len(st["records"]), "sampled": len(drawn),
+            res.sample = {"records": len(traffic), "sampled": len(drawn),
                           "uniform": sum(x.in_uniform for x in drawn),
                           "by_design": dict(sorted(designs.items())),
                           "by_window": dict(Counter(st["window_of"].get(x.record.trace_id, "?")
                                                     for x in drawn))}
-            return f"{len(drawn)} of {len(st['records'])}"
+            return f"{len(drawn)} of {len(traffic)}"
 
         def drift() -> str:
             from bench.traces.drift import classifier_test, embed, mmd_test
@@ -380,6 +466,19 @@ def run_loop(s: TrafficSettings, *, dataset: Dataset, serve_overrides: Sequence[
             (out / "drift.json").write_text(json.dumps(res.drift, indent=2))
             return ", ".join(f"{w} {'ALARM' if d['alarm'] else 'no alarm'}"
                              for w, d in res.drift.items())
+
+        def quality() -> str:
+            from bench.traces.quality import reweight
+
+            if golden is None:
+                raise RuntimeError("no golden per-query values of the run (per_query.parquet)")
+            values, cats = golden
+            for w in WINDOWS:
+                r = reweight(values, cats, [x.route for x in _window(st, w)], window=w,
+                             metric=s.quality_metric, seed=s.seed)
+                res.quality.append(asdict(r))
+            (out / "quality.json").write_text(json.dumps(res.quality, indent=2))
+            return ", ".join(f"{q['window']} {q['delta']:+.3f}" for q in res.quality)
 
         def guardrails() -> str:
             from bench.monitor.rules import check, read_rules
@@ -413,8 +512,11 @@ def run_loop(s: TrafficSettings, *, dataset: Dataset, serve_overrides: Sequence[
             if not recs:
                 raise RuntimeError("the sample has no record to replay")
             rows = send(recs, "production (control)", st["prod"].base_url)
+            generate = bool(s.answers and s.replay_generate)
+            asked = _window(st, ANSWERED) if generate else []
+            answer_rows = []
             for name, over in s.candidates.items():
-                with ServedProcess([*serve_overrides, *over],
+                with ServedProcess([*serve_overrides, *(answer_with if generate else ()), *over],
                                    ready_timeout_s=s.ready_timeout_s,
                                    log_path=out / f"serve-{name}.log") as cand:
                     import httpx
@@ -422,18 +524,98 @@ def run_loop(s: TrafficSettings, *, dataset: Dataset, serve_overrides: Sequence[
                     res.served[name] = {"start_s": cand.start_s, "overrides": list(over),
                                         **httpx.get(f"{cand.base_url}/v1/config").json()}
                     rows += send(recs, name, cand.base_url)
+                    answer_rows += send(asked, name, cand.base_url, generate=True)
             _write_jsonl(out / "replay.jsonl", [asdict(r) for r in rows])
+            _write_jsonl(out / "replay-answers.jsonl", [asdict(r) for r in answer_rows])
+            st["answer_rows"] = answer_rows
             for sm in summarize(rows, seed=s.seed):
                 res.replay.append({"candidate": sm.candidate, "n": sm.n, "failed": sm.failed,
                                    **{k: None if v is None else asdict(v) for k, v in (
                                        ("overlap", sm.overlap), ("rbo", sm.rbo),
                                        ("p50_ms", sm.p50_ms), ("p95_ms", sm.p95_ms))}})
             st["replay_rows"] = rows
-            return f"{len(recs)} records x {1 + len(s.candidates)} servers"
+            return (f"{len(recs)} records x {1 + len(s.candidates)} servers"
+                    + (f"; {len(asked)} answered x {len(s.candidates)} candidates"
+                       if generate else ""))
+
+        def judge() -> str:
+            from bench.judge.base import JudgeItem
+            from bench.traces.judged import (
+                PRODUCTION,
+                build_judges,
+                corpus_texts,
+                judge_generator,
+                judge_sides,
+                paired,
+                side_context,
+            )
+
+            texts = corpus_texts(dataset.documents)
+            prod = _window(st, ANSWERED)
+            query = {r.trace_id: r.query for r in prod}
+
+            def item(tid: str, answer: str | None, ids: Sequence[str]) -> JudgeItem:
+                return JudgeItem(tid, query[tid], answer, side_context(
+                    tid, query[tid], ids, texts, k=s.context_k, passage_chars=s.passage_chars))
+
+            items: dict[str, list[JudgeItem]] = {PRODUCTION: [
+                item(r.trace_id, r.answer, [d.doc_id for d in r.documents]) for r in prod]}
+            for row in st["answer_rows"]:
+                items.setdefault(row.candidate, []).append(
+                    item(row.trace_id, row.answer if row.status == "ok" else None, row.doc_ids))
+            gen = judge_generator(s.judge_generator, cache_dir=cache_dir or out / "cache")
+            try:
+                judges = build_judges(gen, s.judges, max_retries=s.judge_max_retries,
+                                      max_tokens=s.judge_max_tokens, seed=s.seed)
+                jrows = judge_sides(items, judges)
+            finally:
+                gen.close()
+            _write_jsonl(out / "judged.jsonl", [asdict(r) for r in jrows])
+            pairs = paired(jrows, seed=s.seed)
+            res.judged = {"judge_model": getattr(gen, "model_path", s.judge_generator),
+                          "answers": {k: sum(i.answer is not None for i in v)
+                                      for k, v in items.items()},
+                          "pairs": [asdict(p) for p in pairs]}
+            return f"{sum(len(v) for v in items.values())} answers x {len(judges)} judges"
+
+        def review() -> str:
+            from bench.data.golden import query_to_json
+            from bench.traces.quality import labelled
+            from bench.traces.review import merge_rows, queue_rows
+            from bench.traces.sample import sampled_to_json
+
+            qmap = {q.query_id: q for q in dataset.queries}
+            rows = queue_rows([sampled_to_json(x) for x in st["sample"]])
+            today = datetime.now(UTC).date().isoformat()
+            for row in rows:  # the reviewer is simulated: the golden judgements of the question
+                q = qmap[st["query_of"][row["trace_id"]]]
+                rel = [] if q.must_abstain else [d for d, g in q.qrels if g > 0]
+                row.update(relevant_document_ids=rel, required_claims=list(q.required_claims),
+                           must_abstain=q.must_abstain or not rel, category=q.category,
+                           reviewer="golden-judgements", reviewed_at=today, status="done")
+            _write_jsonl(out / "review-queue.jsonl", rows)
+            merged = merge_rows(out / "review-queue.jsonl", documents=dataset.documents,
+                                existing=())
+            _write_jsonl(out / "reviewed.jsonl", [query_to_json(q) for q in merged.merged])
+            lists: dict[str, dict[str, list[str]]] = {"production": {
+                x.record.trace_id: [d.doc_id for d in x.record.documents] for x in st["sample"]}}
+            for r in st["replay_rows"]:
+                if r.status == "ok":
+                    lists.setdefault(r.candidate, {})[r.trace_id] = list(r.doc_ids)
+            pairs = labelled(merged.merged, lists, seed=s.seed)
+            res.review = {"queued": len(rows), "merged": merged.added,
+                          "left_out_near_duplicates": len(merged.dropped_near_duplicates),
+                          "must_abstain": sum(q.must_abstain for q in merged.merged)}
+            res.labelled = [{"candidate": p.candidate, "metric": p.metric, "n": p.n,
+                             "comparison": None if p.comparison is None
+                             else asdict(p.comparison)} for p in pairs]
+            return f"{merged.added} reviewed rows merged, {len(pairs)} paired metrics"
 
         for name, fn in (("serve", serve), ("import", imported), ("evaluations", evaluations),
-                         ("sample", sample), ("drift", drift), ("guardrails", guardrails),
-                         ("replay", replay)):
+                         ("sample", sample), ("drift", drift), ("quality", quality),
+                         ("guardrails", guardrails), ("replay", replay),
+                         *((("judge", judge),) if s.answers and s.replay_generate else ()),
+                         ("review", review)):
             step(name, fn)
     res.checks = _checks(res, st, s)
     res.loop_s = time.perf_counter() - t_start
@@ -491,10 +673,11 @@ def _checks(res: LoopResult, st: Mapping[str, Any], s: TrafficSettings
     done = {x.name for x in res.steps if x.status == "ok"}
     if "import" in done:
         i = res.imported
+        sent = res.traffic["requests"] + res.traffic.get("answered", {}).get("requests", 0)
         c("every request imported, every document resolved, one corpus",
-          i["records"] == res.traffic["requests"] and i["docs_unknown"] == 0
+          i["records"] == sent and i["docs_unknown"] == 0
           and i["fingerprint_mismatch"] == 0 and i["unmatched_records"] == 0,
-          f"{i['records']} records of {res.traffic['requests']} requests, "
+          f"{i['records']} records of {sent} requests, "
           f"{i['docs_unknown']} unknown documents, {i['fingerprint_mismatch']} fingerprint "
           f"mismatches, {i['unmatched_records']} unmatched")
         c("the PII requests scrubbed", i["records_with_pii"] == s.pii_requests,
@@ -532,7 +715,40 @@ def _checks(res: LoopResult, st: Mapping[str, Any], s: TrafficSettings
             if r["candidate"] != "production (control)":
                 c(f"replay: candidate {r['candidate']} answered every record",
                   not r["failed"] and r["n"] > 0, f"{r['n']} ok, failed {r['failed'] or 0}")
+    if "judge" in done:
+        a = res.judged["answers"]
+        c("judged replay: production and every candidate answered every answered question",
+          all(v == s.answers for v in a.values()) and len(a) == 1 + len(s.candidates),
+          ", ".join(f"{k} {v} of {s.answers}" for k, v in a.items()))
+    if "review" in done:
+        rv = res.review
+        c("review: every sampled record reviewed and merged", rv["merged"] == rv["queued"] > 0,
+          f"{rv['merged']} merged of {rv['queued']} queued")
+        same = [x for x in res.labelled if x["candidate"] == "production (control)"]
+        c("labelled: the control replay scores as production on every reviewed row",
+          bool(same) and all(x["comparison"] is not None and x["comparison"]["delta"] == 0.0
+                             for x in same),
+          ", ".join(f"{x['metric']} delta {x['comparison']['delta']:+.3f} over {x['n']}"
+                    if x["comparison"] else f"{x['metric']} no pairs" for x in same))
     return out
+
+
+def _golden_values(run_dir: Path, metric: str) -> tuple[list[float], list[str]] | None:
+    """The run's per-query ``metric`` and category of its (first) config, from its
+    per_query.parquet (None: the run wrote none, or not that metric)."""
+    import pyarrow.parquet as pq
+
+    path = run_dir / "per_query.parquet"
+    if not path.is_file():
+        return None
+    t = pq.read_table(path, columns=["config_id", "category", "metric", "value"]).to_pylist()
+    rows = [r for r in t if r["metric"] == metric]
+    if not rows:
+        return None
+    first = rows[0]["config_id"]
+    mine = [r for r in rows if r["config_id"] == first]
+    return ([float("nan") if r["value"] is None else float(r["value"]) for r in mine],
+            [str(r["category"]) for r in mine])
 
 
 def _drift_line(d: Mapping[str, Any]) -> str:
@@ -609,7 +825,8 @@ class TrafficCallback(Callback):
                 raise RuntimeError("the dataset was not loaded before the run")
             over = serve_overrides(list(job.overrides or ()), str(config.cache_dir))
             res = run_loop(self.settings, dataset=self._dataset, serve_overrides=over,
-                           out=out)
+                           out=out, cache_dir=str(config.cache_dir),
+                           golden=_golden_values(out, self.settings.quality_metric))
         except Exception as exc:  # Hydra would only warn: a report that says so, and exit 1
             log.exception("traffic: the loop could not run")
             res = LoopResult(settings=asdict(self.settings),

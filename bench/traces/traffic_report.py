@@ -38,6 +38,10 @@ class LoopResult:
     drift: dict[str, Any] = field(default_factory=dict)
     guardrails: dict[str, Any] = field(default_factory=dict)
     replay: list[dict[str, Any]] = field(default_factory=list)
+    quality: list[dict[str, Any]] = field(default_factory=list)
+    judged: dict[str, Any] = field(default_factory=dict)
+    review: dict[str, Any] = field(default_factory=dict)
+    labelled: list[dict[str, Any]] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
     loop_s: float = 0.0
     run_s: float | None = None
@@ -136,6 +140,23 @@ def report_md(res: LoopResult) -> str:
                              f"| {t['statistic']:.4f} | {t['p_value']:.4f} | "
                              f"{'ALARM' if d['alarm'] else 'no'} |")
         lines.append("")
+    if res.quality:
+        lines += ["## Expected quality from the slice mix", "",
+                  f"The golden set's per-category `{res.quality[0]['metric']}` (this run's "
+                  "evaluation) re-weighted to each window's route mix: the expected value under "
+                  "the window's mix, and its change against the golden set's own mix with a "
+                  "bootstrap 95 % CI (window requests and each slice's golden queries "
+                  "resampled). Traffic in a slice the golden set cannot score is listed, not "
+                  "guessed.", "", "| window | requests | golden mix | window's mix | expected "
+                  "change [95 % CI] | traffic the golden set scores | not scored (share) |",
+                  "|---|---:|---:|---:|---|---:|---|"]
+        for q in res.quality:
+            miss = ", ".join(f"{x['slice']} {x['traffic_share']:.2f}" for x in q["slices"]
+                             if x["golden_mean"] is None and x["traffic_share"] > 0) or "none"
+            lines.append(f"| {q['window']} | {q['requests']} | {q['golden']:.3f} | "
+                         f"{q['expected']:.3f} | {q['delta']:+.3f} [{q['ci_low']:+.3f}, "
+                         f"{q['ci_high']:+.3f}] | {q['covered_share']:.2f} | {miss} |")
+        lines.append("")
     if res.guardrails:
         lines += ["## Guardrails", "", "| window | rule | status | value | bound | n | "
                   "deploy in window | triage |", "|---|---|---|---:|---|---:|---|---|"]
@@ -158,6 +179,49 @@ def report_md(res: LoopResult) -> str:
                          f"{_ci(r['overlap'])} | {_ci(r['rbo'])} | "
                          f"{_ci(r['p50_ms'], '.1f', 'value')} | "
                          f"{_ci(r['p95_ms'], '.1f', 'value')} |")
+        lines.append("")
+    if res.judged:
+        j = res.judged
+        lines += ["## Shadow replay: judge metrics, candidate vs production", "",
+                  f"**Plumbing check**: the judge model is `{j['judge_model']}` on the CPU; a "
+                  "135M model's verdicts show that generation, judging and pairing work end to "
+                  "end, not which config answers better. Production's answers are its traced "
+                  f"answers to {s.get('answers')} questions it answered after the windows; each "
+                  "candidate answered the same questions under replay with the same generator "
+                  "config. Each answer is judged against its own context (its first "
+                  f"{s.get('context_k')} retrieved documents). Delta = candidate - production "
+                  "over the requests both sides scored, bootstrap 95 % CI and sign-flip p.", "",
+                  "| candidate | metric | requests | paired | production | candidate | delta "
+                  "[95 % CI] | not scored: production / candidate |",
+                  "|---|---|---:|---:|---|---|---|---|"]
+        for p in j["pairs"]:
+            d = p["delta"]
+            dd = "-" if d is None else (f"{d['delta']:+.3f} [{d['ci_low']:+.3f}, "
+                                        f"{d['ci_high']:+.3f}] (p {d['p_value']:.3f})")
+            lines.append(f"| {p['candidate']} | {p['metric']} | {p['requests']} | {p['n']} | "
+                         f"{_ci(p['production'])} | {_ci(p['candidate_mean'])} | {dd} | "
+                         f"{_counts(p['not_scored_production']) or '0'} / "
+                         f"{_counts(p['not_scored_candidate']) or '0'} |")
+        lines.append("")
+    if res.labelled:
+        v = res.review
+        lines += ["## Shadow replay: labelled metrics on reviewed rows", "",
+                  f"The sample's {v['queued']} records through the review queue (the reviewer "
+                  "simulated by the golden judgements of each question), merged as golden rows "
+                  f"of the monitoring split ({v['merged']} merged, {v['must_abstain']} "
+                  "must-abstain without a ranking metric). Production's traced top "
+                  f"{s['k']} against each replayed candidate's, paired per query "
+                  "(candidate - production, bootstrap 95 % CI, sign-flip p).", "",
+                  "| candidate | metric | reviewed queries | production | candidate | delta "
+                  "[95 % CI] | p |", "|---|---|---:|---:|---:|---|---:|"]
+        for r in res.labelled:
+            c = r["comparison"]
+            if c is None:
+                lines.append(f"| {r['candidate']} | {r['metric']} | 0 | - | - | - | - |")
+                continue
+            lines.append(f"| {r['candidate']} | {r['metric']} | {r['n']} | {c['mean_a']:.3f} "
+                         f"| {c['mean_b']:.3f} | {c['delta']:+.3f} [{c['ci_low']:+.3f}, "
+                         f"{c['ci_high']:+.3f}] | {c['p_value']:.3f} |")
         lines.append("")
     if res.checks:
         lines += ["## Expectations", "", "| check | held | got |", "|---|---|---|"]
