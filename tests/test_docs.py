@@ -38,6 +38,7 @@ CLIS = {
     "bench.traces": docs.TRACES,
     "bench.monitor": docs.TRACES,
     "bench.ingest.build": docs.INGESTION_BENCHMARK,
+    "bench.ingest.pii_figures": docs.INGESTION_BENCHMARK,
     "bench.parsing.sweep": docs.INGESTION,
 }
 

@@ -23,7 +23,6 @@ are the scrubber's alone, not a parser's.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -223,10 +222,14 @@ def render(fig: PiiFigures) -> list[str]:
     return lines
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.ingest.pii_figures",
-                                 description="the PII scrubber's figures on a built "
-                                             "ingestion benchmark (its truth text)")
+def _main(argv: Sequence[str] | None) -> int:
+    from bench.docs import INGESTION_BENCHMARK
+    from bench.metrics.cli import OneLineParser
+
+    ap = OneLineParser(prog="python -m bench.ingest.pii_figures",
+                       description="the PII scrubber's figures on a built ingestion "
+                                   "benchmark (its truth text)",
+                       epilog=INGESTION_BENCHMARK.help_line())
     ap.add_argument("folder", type=Path)
     ap.add_argument("--source", action="append", default=None,
                     help="only documents of this manifest source (repeatable; default all)")
@@ -249,6 +252,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.out is not None:
         a.out.write_text(json.dumps(fig.to_json(), indent=1), encoding="utf-8")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: exit 0, or 2 on a bad argument (one line)."""
+    from bench.metrics.cli import run_cli
+
+    return run_cli(_main, argv)
 
 
 if __name__ == "__main__":

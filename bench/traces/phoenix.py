@@ -113,49 +113,36 @@ def annotate(base_url: str, evals: Sequence[Any], *, timeout_s: float = 30.0) ->
     return r.status_code
 
 
-def read_annotations(base_url: str, span_ids: Sequence[str], *, project: str = "default",
-                     timeout_s: float = 30.0) -> list[dict[str, Any]]:
-    """Every span annotation of ``span_ids`` (paged REST reads)."""
-    import httpx
-
-    out: list[dict[str, Any]] = []
-    ids = list(span_ids)
-    for i in range(0, len(ids), 50):
-        cursor = None
-        while True:
-            params: dict[str, Any] = {"span_ids": ids[i:i + 50], "limit": 1000}
-            if cursor:
-                params["cursor"] = cursor
-            r = httpx.get(f"{base_url}/v1/projects/{project}/span_annotations", params=params,
-                          timeout=timeout_s)
-            r.raise_for_status()
-            body = r.json()
-            out += body["data"]
-            cursor = body.get("next_cursor")
-            if not cursor:
-                break
-    return out
-
-
-def read_spans(base_url: str, *, project: str = "default", timeout_s: float = 30.0
-               ) -> list[dict[str, Any]]:
-    """Every span of a project through the REST API (``GET /v1/projects/P/spans``)."""
+def _paged(url: str, params: dict[str, Any], timeout_s: float) -> list[dict[str, Any]]:
+    """Every row of a paged Phoenix REST read (``data`` pages chained by ``next_cursor``)."""
     import httpx
 
     out: list[dict[str, Any]] = []
     cursor = None
     while True:
-        params: dict[str, Any] = {"limit": 1000}
-        if cursor:
-            params["cursor"] = cursor
-        r = httpx.get(f"{base_url}/v1/projects/{project}/spans", params=params,
-                      timeout=timeout_s)
+        page = dict(params, **({"cursor": cursor} if cursor else {}))
+        r = httpx.get(url, params=page, timeout=timeout_s)
         r.raise_for_status()
         body = r.json()
         out += body["data"]
         cursor = body.get("next_cursor")
         if not cursor:
             return out
+
+
+def read_annotations(base_url: str, span_ids: Sequence[str], *, project: str = "default",
+                     timeout_s: float = 30.0) -> list[dict[str, Any]]:
+    """Every span annotation of ``span_ids`` (paged REST reads, 50 spans a request)."""
+    ids = list(span_ids)
+    url = f"{base_url}/v1/projects/{project}/span_annotations"
+    return [row for i in range(0, len(ids), 50)
+            for row in _paged(url, {"span_ids": ids[i:i + 50], "limit": 1000}, timeout_s)]
+
+
+def read_spans(base_url: str, *, project: str = "default", timeout_s: float = 30.0
+               ) -> list[dict[str, Any]]:
+    """Every span of a project through the REST API (``GET /v1/projects/P/spans``)."""
+    return _paged(f"{base_url}/v1/projects/{project}/spans", {"limit": 1000}, timeout_s)
 
 
 EXPORT_SCRIPT = """
