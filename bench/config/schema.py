@@ -330,6 +330,9 @@ class TopLevelConfig:
     regression: RegressionConfig = field(default_factory=RegressionConfig)
     #: also write the gates' JUnit XML here (the run dir always gets gates.junit.xml)
     gates_junit: str | None = None
+    #: the robustness study after the run (bench.robustness.study, +experiment=robustness):
+    #: its options and its own ``generator`` block; {} = off
+    robustness: dict[str, Any] = field(default_factory=dict)
 
 
 #: the top level plus one ``Any`` field per stage group (its option's schema is its class)

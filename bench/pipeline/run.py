@@ -101,6 +101,10 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     t_start = time.perf_counter()
     run_dir.mkdir(parents=True, exist_ok=True)
     p = prepare(cfg)
+    if p.settings.robustness:  # the study's cases exist on this dataset: before any work
+        from bench.robustness.study import check_dataset
+
+        check_dataset(p.settings.robustness, p.dataset)
     if p.settings.plan_only:
         text = write_plan(p.plan, p.executor, run_dir, p.comps.budget)
         return RunResult(run_dir, p.run_id, 0, (), plan_text=text)
@@ -128,6 +132,10 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
         capacity = with_freshness(capacity, cap.freshness, run_dir)
     result = write_results(done, run_dir, comparisons, decisions, t_start, capacity,
                            registered, latency, rewrite)
+    if p.settings.robustness:  # the robustness study (bench.robustness.study), after the run
+        from bench.robustness.study import run_configured
+
+        run_configured(p.settings.robustness, p.dataset, p.comps.embedder, run_dir)
     failed = failure_lines(done.configs)
     if failed:  # the other configs completed and are written; the run did not
         result = replace(result, exit_code=result.exit_code or EXIT_CONFIGS_FAILED,

@@ -52,6 +52,8 @@ class RunSettings:
     gates_junit: str | None = None
     #: ``regression.critical.query_ids``: kept in any subset, judged when there is a baseline
     critical_ids: tuple[str, ...] = ()
+    #: the robustness study after the run (``robustness:``; empty: off)
+    robustness: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def primary_metric(self) -> str:
@@ -90,4 +92,5 @@ def run_settings(cfg: DictConfig) -> RunSettings:
         latency_config=typed(cfg.latency, LatencyConfig),
         subset=typed(cfg.subset, SubsetConfig), regression=from_config(cfg),
         gates_junit=cfg.gates_junit,
-        critical_ids=tuple(str(q) for q in cfg.regression.critical.query_ids))
+        critical_ids=tuple(str(q) for q in cfg.regression.critical.query_ids),
+        robustness=cast(dict, OmegaConf.to_container(cfg.robustness, resolve=True)))

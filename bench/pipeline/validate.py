@@ -31,3 +31,10 @@ def validate_top_level(cfg: DictConfig) -> None:
         from bench.capacity.freshness import build_study
 
         build_study(cfg.capacity.freshness)
+    if cfg.robustness:  # the robustness study's options and generator, before any work
+        from bench.config.build import build
+        from bench.robustness.study import build_study as build_robustness
+        from bench.robustness.study import split_node
+
+        build_robustness(cfg.robustness)
+        build(split_node(cfg.robustness)[1], "robustness.generator")  # loads no model
