@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -333,7 +333,9 @@ def _top(q: np.ndarray, emb: np.ndarray, k: int) -> list[int]:
 
 def split_node(node: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
     """``robustness`` as (study options, generator block)."""
-    opts = dict(node)
+    from bench.config.build import to_container
+
+    opts = dict(to_container(node))  # a DictConfig (validation) or the run's plain dict
     gen = opts.pop("generator", None)
     if not gen or not gen.get("_target_"):
         raise ConfigError("robustness.generator", "the study answers its cases with its own "
@@ -374,8 +376,8 @@ def run_configured(node: Mapping[str, Any], ds: Dataset, embedder: Embedder,
 
     study = build_study(node)
     _, gen_node = split_node(node)
-    generator = build(gen_node, "robustness.generator", Generator)
-    assert generator is not None  # split_node refused a block without a _target_
+    # split_node refused a block without a _target_: this is a generator
+    generator = cast(Generator, build(gen_node, "robustness.generator"))
     try:
         result = study.run(ds, embedder, generator, run_dir / "robustness")
     finally:

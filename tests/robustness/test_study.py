@@ -11,9 +11,15 @@ import pytest
 
 from bench.config.build import OptionError
 from bench.embedding.static import StaticEmbedder
+from bench.errors import ConfigError
 from bench.generation.base import Generation, GenerationRequest
 from bench.robustness.base import CASE_TYPES
-from bench.robustness.study import OUTCOME_SCHEMA, RETRIEVAL_SCHEMA, RobustnessStudy
+from bench.robustness.study import (
+    OUTCOME_SCHEMA,
+    RETRIEVAL_SCHEMA,
+    RobustnessStudy,
+    run_configured,
+)
 from tests.judge.scripted import ScriptedGenerator
 from tests.robustness.fixtures import tiny_dataset
 
@@ -81,6 +87,28 @@ def test_study_writes_outcomes_poisoning_and_tables(embedder: StaticEmbedder,
     assert "| poison_mono | 6 |" in md and "Wilson" in md and "plumbing" not in md
 
 
+def test_run_configured_builds_its_generator_and_logs_the_tables(
+        embedder: StaticEmbedder, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import bench.config.build as build_mod
+
+    gen = ScriptedGenerator(first_passage_title)
+    real = build_mod.build
+    monkeypatch.setattr(build_mod, "build", lambda node, key, *a, **k: gen if key ==
+                        "robustness.generator" else real(node, key, *a, **k))
+    node = {"n": 2, "n_poison": 3, "cluster_size": 2, "top_k": 3, "cases": ["poison_mono"],
+            "generator": {"_target_": "bench.generation.transformers_cpu."
+                                      "TransformersCPUGenerator"}}
+    with caplog.at_level("INFO", logger="bench"):
+        res = run_configured(node, tiny_dataset(), embedder, tmp_path)
+    assert [t.case_type for t in res.types] == ["poison_mono"] and res.types[0].n == 2
+    assert (tmp_path / "robustness" / "robustness.md").exists()
+    assert any("| poison_mono | 3 |" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ConfigError) as err:
+        run_configured({"n": 2}, tiny_dataset(), embedder, tmp_path)
+    assert err.value.key == "robustness.generator"
+
+
 @pytest.mark.parametrize(("kwargs", "option"), [
     ({"cases": ["incomplete_context", "nope"]}, "cases"),
     ({"poison_rate": 0.0}, "poison_rate"),
@@ -105,10 +133,19 @@ def _cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     (["robustness.cases=[incomplete_context,poison_typo]"], "robustness.cases"),
     (["robustness.poison_rate=0"], "robustness.poison_rate"),
     (["robustness.generator.batch_size=0"], "robustness.generator.batch_size"),
-    (["dataset=synthetic"], "robustness.cases"),  # no term questions: no case to build
+    (["dataset=golden"], "robustness.cases"),  # no term questions: no case to build
 ])
 def test_bad_input_exits_2_with_one_line_before_any_work(args: list[str], key: str,
                                                          tmp_path: Path) -> None:
+    if args == ["dataset=golden"]:  # answerable, but no expected answer naming its gold
+        (tmp_path / "c.jsonl").write_text("".join(
+            json.dumps({"doc_id": f"d{i}", "title": f"term {i}", "text": f"Entry {i}."}) + "\n"
+            for i in range(3)))
+        (tmp_path / "q.jsonl").write_text(json.dumps(
+            {"query_id": "q1", "query": "What is entry 1?", "relevant_document_ids": ["d1"],
+             "expected_answer": "Entry 1."}) + "\n")
+        args = [*args, f"dataset.corpus={tmp_path}/c.jsonl",
+                f"dataset.queries={tmp_path}/q.jsonl"]
     res = _cli(*args, tmp_path=tmp_path)
     assert res.returncode == 2, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
