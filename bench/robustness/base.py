@@ -10,7 +10,7 @@ answer (the attacker's, the stale source's, the original entity of a swap) and
 ``drifted_other`` otherwise. ``desired`` says which class a reliable system lands in.
 
 Adding a case type: add its name to :data:`CASE_TYPES` and :data:`DESIRED`, and a builder in
-``bench.robustness.cases`` (``_BUILDERS``); the study, the outcome classes and the report
+``bench.robustness.cases`` (a branch of ``_build``); the study, the outcome classes and the report
 follow from the records.
 """
 
