@@ -120,3 +120,81 @@ def test_the_rubric_hash_moves_with_the_members() -> None:
     single = RefusalJudge(generator=ScriptedGenerator(_script))
     assert a.rubric.judge == "refusal" and a.rubric.scores == single.rubric.scores
     assert len({a.rubric.digest, b.rubric.digest, single.rubric.digest}) == 3
+
+
+ECHO = "generator._target_=tests.pipeline.test_generation_plan.EchoGenerator"
+#: two members: the run's judge model and a second one of its own (another cache identity)
+MEMBERS = ("judge.ensemble=[answer_relevancy, {judge: answer_relevancy, generator: "
+           "{_target_: tests.pipeline.test_generation_plan.EchoGenerator, words: 5}}]")
+GATE = "+gates=[{metric: answer_relevancy, min: 0.0}]"
+
+
+def _run_overrides(cache: object, splits: object, split: str, records: object,
+                   *extra: str) -> list[str]:
+    return ["+experiment=quickstart", "dataset=synthetic", f"cache_dir={cache}",
+            "metrics.bootstrap_resamples=100", "report.plot=false", ECHO, "judge=ensemble",
+            MEMBERS, "generation.max_queries=8", f"subset.splits={splits}",
+            f"subset.split={split}", f"judge.calibration.records={records}", *extra]
+
+
+@pytest.mark.slow
+def test_an_ensemble_runs_reports_and_calibrates_like_a_judge(  # type: ignore[no-untyped-def]
+        compose_cfg, tmp_path) -> None:
+    from bench.calibrate import main as calibrate_main
+    from bench.data.synthetic import SyntheticDataset
+    from bench.judge.labelling import LABELLING_FILE
+    from bench.pipeline.run import run
+
+    queries = SyntheticDataset(n_docs=60, n_queries=24, seed=0).load().queries
+    splits = tmp_path / "splits.jsonl"
+    splits.write_text("".join(json.dumps({"query_id": q.query_id,
+                                          "split": "calibration" if i % 2 else "release"}) + "\n"
+                              for i, q in enumerate(queries)))
+    cache, records = tmp_path / "cache", tmp_path / "records"
+
+    # an ensemble of one, and a gate on the ensemble's metric with no record: refused
+    # before any work, naming the key
+    with pytest.raises(ConfigError) as exc:
+        run(compose_cfg([*_run_overrides(cache, splits, "release", records),
+                         "judge.ensemble=[answer_relevancy]"]), tmp_path / "r0")
+    assert exc.value.key == "judge.ensemble"
+    with pytest.raises(ConfigError) as exc:
+        run(compose_cfg(_run_overrides(cache, splits, "release", records, GATE)),
+            tmp_path / "r0")
+    assert exc.value.key == "gates[0].metric" and "ensemble.json" in str(exc.value)
+    assert not any(p.is_file() for p in cache.rglob("*"))
+
+    # the calibration split: the report's ensemble section, the labelling rows
+    out = tmp_path / "r1"
+    assert run(compose_cfg(_run_overrides(cache, splits, "calibration", records)),
+               out).exit_code == 0
+    report = (out / "report.md").read_text()
+    assert "### Judge ensemble" in report and "0:answer_relevancy@echo-1" in report
+    assert "| ensemble | answer_relevancy |" in report  # the aggregate's distribution row
+    manifest = json.loads((out / "run.json").read_text())
+    ens = manifest["stages"]["judge_files"]["ensemble"][0]
+    assert [d["member"] for d in ens["distribution"]] == [
+        "0:answer_relevancy@echo-1", "1:answer_relevancy@echo-1", "ensemble"]
+    # the scripted judge rates every answer 5 (the ceiling): agreement is undefined, not 1
+    assert ens["agreement"][0]["alpha_score"]["value"] is None
+    assert all(d["ceiling"] == 1.0 for d in ens["distribution"] if d["n"])
+    rows = [json.loads(x) for x in (out / LABELLING_FILE).read_text().splitlines()]
+    assert {(r["judge"], r["rubric_judge"]) for r in rows} == {("ensemble", "answer_relevancy")}
+    scored = [r for r in rows if r["status"] == "ok"]
+    assert scored and {r["score"] for r in scored} == {5.0}
+
+    # labels by construction (the loop, not a calibration): the human rates the first 1
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps({"item_id": r["item_id"], "human": 1 if i == 0
+                                          else 5}) + "\n" for i, r in enumerate(scored)))
+    assert calibrate_main([str(labels), str(out / LABELLING_FILE), "--records", str(records),
+                           "--resamples", "50"]) == 0
+    rec = json.loads((records / "ensemble.json").read_text())
+    assert rec["judge"] == "ensemble" and rec["metrics"]["answer_relevancy"]["n"] == len(scored)
+    # kappa 0 (the judge approves everything): below the default floor, above floor 0
+    with pytest.raises(ConfigError, match=r"kappa 0\.000 < floor 0\.4"):
+        run(compose_cfg(_run_overrides(cache, splits, "release", records, GATE)),
+            tmp_path / "r2")
+    assert run(compose_cfg(_run_overrides(cache, splits, "release", records, GATE,
+                                          "judge.calibration.floor=0.0")),
+               tmp_path / "r3").exit_code == 0
