@@ -198,3 +198,23 @@ def test_an_ensemble_runs_reports_and_calibrates_like_a_judge(  # type: ignore[n
     assert run(compose_cfg(_run_overrides(cache, splits, "release", records, GATE,
                                           "judge.calibration.floor=0.0")),
                tmp_path / "r3").exit_code == 0
+
+
+def test_context_relevance_can_bound_the_passage_numbers() -> None:
+    from bench.judge.context_relevance import ContextRelevanceJudge
+
+    seen: list[str | None] = []
+
+    def script(r: GenerationRequest) -> str:
+        seen.append(r.json_schema)
+        return json.dumps({"relevant": [1], "irrelevant": []})
+
+    plain = ContextRelevanceJudge(generator=ScriptedGenerator(script))
+    bounded = ContextRelevanceJudge(generator=ScriptedGenerator(script), bounded=True)
+    assert "partition_schema" not in plain.cache_params()  # earlier keys unchanged
+    assert bounded.cache_params()["partition_schema"] == "bounded-1..n"
+    assert [v.score("context_relevance") for v in bounded.judge(_items(1))] == [1.0]
+    plain.judge(_items(1))
+    schema = json.loads(seen[0] or "{}")["properties"]
+    assert schema["relevant"]["items"]["enum"] == [1] and schema["irrelevant"]["maxItems"] == 1
+    assert "enum" not in json.loads(seen[1] or "{}")["properties"]["relevant"]["items"]
