@@ -40,3 +40,5 @@ SERVE = DocsPage("docs/serve.md", "Serving a config")
 TRACES = DocsPage("docs/traces.md", "Production traces")
 INGESTION_BENCHMARK = DocsPage("docs/ingestion-benchmark.md", "The ingestion benchmark")
 INGESTION = DocsPage("docs/ingestion.md", "Ingestion: raw documents and parsers")
+JUDGES = DocsPage("docs/judges-calibration.md",
+                  "Judges you can trust: rubrics, calibration, verifiers")

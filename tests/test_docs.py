@@ -40,6 +40,7 @@ CLIS = {
     "bench.ingest.build": docs.INGESTION_BENCHMARK,
     "bench.ingest.pii_figures": docs.INGESTION_BENCHMARK,
     "bench.parsing.sweep": docs.INGESTION,
+    "bench.data.squad2_calibration": docs.JUDGES,
 }
 
 

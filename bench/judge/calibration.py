@@ -208,7 +208,7 @@ def agreement_table(items: Sequence[Item], human: Mapping[str, tuple[object, int
         raise InputError(labels_path, 0, f"no labelled item is on the {split!r} split "
                                          f"(splits: {sorted({it.split for it, _ in joined})})")
     for it, lab in in_split:
-        sd = rubric_of(it.judge).score(it.metric)
+        sd = rubric_of(it.scored_as).score(it.metric)
         if isinstance(lab, str) != (sd.kind == "preference"):
             raise InputError(labels_path, human[it.item_id][1],
                              f"item {it.item_id!r}: label {lab!r} does not fit a "
@@ -216,7 +216,8 @@ def agreement_table(items: Sequence[Item], human: Mapping[str, tuple[object, int
                              f"preference)")
     out = []
     for judge, metric in sorted({(it.judge, it.metric) for it, _ in in_split}):
-        sd = rubric_of(judge).score(metric)
+        sd = rubric_of(next(it.scored_as for it, _ in in_split if it.judge == judge)
+                       ).score(metric)
         mine = [(it, lab) for it, lab in in_split if (it.judge, it.metric) == (judge, metric)]
         boot = Boot(resamples, seed, confidence)
         out.append(_agreement(judge, metric, "all", sd, mine, boot))

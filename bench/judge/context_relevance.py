@@ -8,13 +8,14 @@ judges what retrieval handed the generator. A context without passages is ``not_
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from bench.generation.base import ChatMessage
+from bench.generation.base import ChatMessage, Generator
 from bench.judge.base import OK, JudgeItem, Verdict
-from bench.judge.llm import LLMJudge, detail, partition_errors
+from bench.judge.llm import BOUNDED_PARTITION, LLMJudge, detail, partition_errors
 from bench.judge.rubric import prompts
 from bench.judge.structured import JudgeSchema, Task
 from bench.metrics.base import NOT_APPLICABLE
@@ -36,10 +37,36 @@ def _validator(n: int):  # type: ignore[no-untyped-def]
     return validate
 
 
+def bounded_schema(n: int) -> str:
+    """``PassageRelevance``'s JSON Schema with both lists bounded to the passage numbers
+    1..n (an enum) and to n items, for guided decoding (as the faithfulness judge's
+    ``partition_schema``): a small model can no longer name passage 2 of a one-passage
+    context; overlaps are still possible and still rejected."""
+    schema = PassageRelevance.model_json_schema()
+    for name in ("relevant", "irrelevant"):
+        prop = schema["properties"][name]
+        prop["items"] = {**prop["items"], "enum": list(range(1, n + 1))}
+        prop["maxItems"] = n
+    return json.dumps(schema, sort_keys=True, separators=(",", ":"))
+
+
 class ContextRelevanceJudge(LLMJudge):
+    """Extra option: ``bounded`` — guide decoding with :func:`bounded_schema` (off by
+    default, so the cache keys and verdicts of earlier runs stay as they were)."""
+
     name = "context_relevance"
     metrics = ("context_relevance",)
     prompts = (SYSTEM, USER)
+
+    def __init__(self, *, generator: Generator, max_retries: int = 2, max_tokens: int = 512,
+                 temperature: float = 0.0, seed: int = 0, feedback: bool = True,
+                 bounded: bool = False) -> None:
+        super().__init__(generator=generator, max_retries=max_retries, max_tokens=max_tokens,
+                         temperature=temperature, seed=seed, feedback=feedback)
+        self.bounded = bounded
+
+    def cache_params(self) -> dict[str, object]:
+        return {**super().cache_params(), **(BOUNDED_PARTITION if self.bounded else {})}
 
     @classmethod
     def schemas(cls) -> tuple[type[BaseModel], ...]:
@@ -55,7 +82,8 @@ class ContextRelevanceJudge(LLMJudge):
             tasks.append(Task(items[i].query_id, (
                 ChatMessage("system", SYSTEM),
                 ChatMessage("user", USER.format(query=items[i].query, passages=listing))),
-                _validator(len(ctx.passages))))
+                _validator(len(ctx.passages)),
+                bounded_schema(len(ctx.passages)) if self.bounded else None))
         results = self.caller(PassageRelevance).run(tasks, "passages")
         out: dict[int, Verdict] = {}
         for i, (obj, call) in zip(asked, results, strict=True):

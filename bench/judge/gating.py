@@ -118,12 +118,11 @@ def check_calibrated_gates(gates: Sequence[tuple[str, str]], judge: Judge | None
     gate's key otherwise), unless the policy allows uncalibrated gates: then they are
     returned, for the report to print. ``evaluated``: the splits of the queries the run
     evaluates."""
-    from bench.judge.llm import LLMJudge
-    from bench.judge.stage import _members
+    from bench.judge.stage import _members, asks_model
 
     if judge is None:
         return []
-    emits = {m: j for j in _members(judge) if isinstance(j, LLMJudge) for m in j.metrics}
+    emits = {m: j for j in _members(judge) if asks_model(j) for m in j.metrics}
     if not any(metric in emits for _, metric in gates):
         return []
     policy = CalibrationPolicy.of(block)

@@ -42,15 +42,14 @@ def labelling_rows(done: Any) -> list[dict[str, Any]]:
     """``judge_labelling.jsonl`` rows of a finished run (``Executed``): every verdict of every
     LLM judge metric of every generated config; nothing without an LLM judge."""
     from bench.judge.base import failure_mode
-    from bench.judge.llm import LLMJudge
-    from bench.judge.stage import _members
+    from bench.judge.stage import _members, asks_model
     from bench.pipeline.answers import answered
     from bench.pipeline.lanes import ConfigKind
 
     judge = done.comps.judge
     if judge is None:
         return []
-    llm = {j.name: j for j in _members(judge) if isinstance(j, LLMJudge)}
+    llm = {j.name: j for j in _members(judge) if asks_model(j)}
     if not llm:
         return []
     by_id = {q.query_id: q for q in done.dataset.queries}
@@ -82,6 +81,8 @@ def labelling_rows(done: Any) -> list[dict[str, Any]]:
                     "query_id": v.query_id, "category": q.category, "split": q.split,
                     "dataset": done.dataset.name, "judge": v.judge, "metric": metric,
                     "kind": sd.kind, "rubric": j.rubric.digest, "status": v.status,
+                    # the rubric file whose score definitions apply (an ensemble's members')
+                    "rubric_judge": j.rubric.judge,
                     "score": scaled,
                     "approve": (None if scaled is None
                                 else approves(sd, higher_is_better(metric), scaled)),
@@ -134,6 +135,12 @@ class Item:
     status: str
     score: float | None
     approve: bool | None
+    #: the judge whose rubric defines the score (an ensemble's members'; "": ``judge``)
+    rubric_judge: str = ""
+
+    @property
+    def scored_as(self) -> str:
+        return self.rubric_judge or self.judge
 
 
 def read_labelling(path: str | Path) -> list[Item]:
@@ -146,7 +153,8 @@ def read_labelling(path: str | Path) -> list[Item]:
         if missing:
             raise InputError(path, n, f"missing field {missing[0]!r} (not a labelling file "
                                       f"written by a run: {LABELLING_FILE})")
-        out.append(Item(*(obj[k] for k in need)))
+        out.append(Item(**{k: obj[k] for k in need},
+                        rubric_judge=str(obj.get("rubric_judge") or "")))
     if not out:
         raise InputError(path, 0, "no rows")
     return out

@@ -87,6 +87,64 @@ def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
                   "`nli_support` with `model: lexical` is a plumbing check, not inference.", ""]
         manifest["verifiers"] = [{"config": c, "metric": m, "mean": x, "n_scored": n,
                                   "n_expected": e} for c, m, x, n, e in vrows]
+    elines, emanifest = _ensemble_section(done)
+    if elines:
+        lines += elines
+        manifest["ensemble"] = emanifest
     if len(lines) == 2:
         return None
     return StageReport("judge_files", tuple(tables), tuple(lines), manifest)
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _ensemble_section(done: Executed) -> tuple[list[str], list[dict[str, Any]]]:
+    """Per generated config: the members' agreement and each one's score distribution."""
+    from bench.judge.calibration import Stat
+    from bench.judge.ensemble import as_dict, ensemble_of, summary_rows
+    from bench.pipeline.answers import answered
+    from bench.pipeline.lanes import ConfigKind
+
+    ens = ensemble_of(done.comps.judge)
+    if ens is None:
+        return [], []
+
+    def ci(s: Stat) -> str:
+        if s.value is None:
+            return "-"
+        if s.ci_low is None or s.ci_high is None:
+            return f"{s.value:.3f}"
+        return f"{s.value:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]"
+
+    lines = ["### Judge ensemble", "",
+             f"{len(ens.members)} members ({', '.join(ens.labels)}), aggregate "
+             f"{ens.aggregate}, quorum {ens.quorum}. Agreement between members: "
+             "Krippendorff's alpha on approve/reject and on the scores (95 % bootstrap CI "
+             "over answers); `-`: undefined (one value only).", "",
+             "| config | metric | members | answers | alpha approve | alpha score | "
+             "unanimous |", "|---|---|---|---|---|---|---|"]
+    dist_lines = ["", "Score distribution per member (ceiling: share at the top of the "
+                  "scale, floor: at the bottom):", "",
+                  "| config | member | metric | n | mean | ceiling | floor | counts |",
+                  "|---|---|---|---|---|---|---|---|"]
+    manifest: list[dict[str, Any]] = []
+    for c in done.configs:
+        if c.spec.kind is not ConfigKind.GENERATED or c.pool is None:
+            continue
+        verdicts = [v for v in answered(c.spec, done.executor).verdicts if v.repeat == 0]
+        agree, dists = summary_rows(ens, verdicts)
+        for a in agree:
+            lines.append(f"| {c.spec.label} | {a.metric} | {a.members} | {a.n} | "
+                         f"{ci(a.alpha_approve)} | {ci(a.alpha_score)} | "
+                         f"{_fmt(a.unanimous)} |")
+        for d in dists:
+            counts = " ".join(f"{k}:{n}" for k, n in d.counts)
+            dist_lines.append(f"| {c.spec.label} | {d.member} | {d.metric} | {d.n} | "
+                              f"{_fmt(d.mean)} | {_fmt(d.ceiling)} | {_fmt(d.floor)} | "
+                              f"{counts} |")
+        manifest.append({"config": c.spec.label,
+                         "agreement": [as_dict(a) for a in agree],
+                         "distribution": [as_dict(d) for d in dists]})
+    return [*lines, *dist_lines, ""], manifest

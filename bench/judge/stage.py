@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,6 +26,8 @@ from bench.telemetry.base import TimingLog
 
 if TYPE_CHECKING:
     from bench.generation.stage import Contexts
+    from bench.judge.ensemble import EnsembleJudge
+    from bench.judge.llm import LLMJudge
 
 VERDICTS_FILE = "verdicts.parquet"
 
@@ -143,9 +145,16 @@ def judge_inputs(gens: Sequence[Generation], contexts: Sequence[Any], dataset: D
 
 
 def judge_generator(judge: Judge) -> Generator | None:
-    """The generator the judge asks (a suite's members share one); None for a judge that
-    asks no model."""
-    from bench.judge.llm import LLMJudge
-
-    first = next((j for j in _members(judge) if isinstance(j, LLMJudge)), None)
+    """The generator the judge asks (a suite's members share one; an ensemble's first
+    member's); None for a judge that asks no model."""
+    first = next((j for j in _members(judge) if asks_model(j)), None)
     return None if first is None else first.generator
+
+
+def asks_model(judge: Judge) -> TypeGuard[LLMJudge | EnsembleJudge]:
+    """An LLM judge or an ensemble of them: its metrics need calibration, its verdicts go
+    out for labelling (it has a ``rubric`` and a ``generator``)."""
+    from bench.judge.ensemble import EnsembleJudge as Ens
+    from bench.judge.llm import LLMJudge as LLM
+
+    return isinstance(judge, LLM | Ens)
