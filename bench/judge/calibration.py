@@ -34,10 +34,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from bench.errors import InputError
-from bench.judge.labelling import Item, approves, higher_is_better
+from bench.judge.agreement import Boot, Stat, approves, bootstrap, higher_is_better
+from bench.judge.labelling import Item
 from bench.judge.rubric import Rubric, ScoreDef, rubric
 
 RECORD_SCHEMA = 1
@@ -45,17 +44,6 @@ RECORD_SCHEMA = 1
 CALIBRATION_SPLIT = "calibration"
 #: statistics a floor may name
 STATISTICS = ("kappa", "weighted_kappa", "spearman")
-
-
-@dataclass(frozen=True)
-class Stat:
-    """A statistic with its percentile bootstrap CI (None: undefined on this sample, e.g.
-    kappa when both raters used one label; ``n_boot``: resamples where it was defined)."""
-
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    n_boot: int
 
 
 def _kappa(a: Sequence[Any], b: Sequence[Any], weights: str | None = None) -> float | None:
@@ -81,36 +69,6 @@ def _rate(pairs: Sequence[tuple[bool, bool]], human: bool) -> float | None:
     false-approval rate, True: the false-rejection rate)."""
     sel = [j for h, j in pairs if h == human]
     return sum(j != human for j in sel) / len(sel) if sel else None
-
-
-@dataclass(frozen=True)
-class Boot:
-    """How CIs are drawn: percentile bootstrap over the items."""
-
-    resamples: int = 1000
-    seed: int = 0
-    confidence: float = 0.95
-
-
-def bootstrap(fn: Callable[[Sequence[Any]], float | None], items: Sequence[Any],
-              boot: Boot) -> Stat:
-    """``fn`` on ``items`` and the percentile CI of ``fn`` over resamples of the items."""
-    resamples, seed, confidence = boot.resamples, boot.seed, boot.confidence
-    value = fn(items)
-    if value is None or not items:
-        return Stat(value, None, None, 0)
-    rng = np.random.default_rng(seed)
-    got = []
-    for _ in range(resamples):
-        idx = rng.integers(0, len(items), len(items))
-        x = fn([items[i] for i in idx])
-        if x is not None:
-            got.append(x)
-    if not got:
-        return Stat(value, None, None, 0)
-    tail = (1 - confidence) / 2 * 100
-    lo, hi = np.percentile(got, [tail, 100 - tail])
-    return Stat(value, float(lo), float(hi), len(got))
 
 
 @dataclass(frozen=True)

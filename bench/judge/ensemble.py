@@ -45,9 +45,8 @@ from typing import Any, Literal
 
 from bench.config.build import OptionError, build
 from bench.generation.base import Generator
+from bench.judge.agreement import Boot, Stat, approves, bootstrap, higher_is_better
 from bench.judge.base import INVALID, OK, JudgeItem, Verdict
-from bench.judge.calibration import Boot, Stat, bootstrap
-from bench.judge.labelling import approves, higher_is_better
 from bench.judge.llm import LLMJudge, detail
 from bench.judge.rubric import Rubric
 

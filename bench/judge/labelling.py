@@ -16,26 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import InputError
-from bench.judge.rubric import Rubric, ScoreDef
+from bench.judge.agreement import approves, higher_is_better
+from bench.judge.rubric import Rubric
 
 LABELLING_FILE = "judge_labelling.jsonl"
 
 
 def item_id(config_id: str, query_id: str, metric: str) -> str:
     return f"{config_id}:{query_id}:{metric}"
-
-
-def approves(sd: ScoreDef, hib: bool, value: float) -> bool:
-    """Whether ``value`` (on the rubric's scale) is an approval under ``sd.approve_at``
-    (``hib``: the metric is higher-is-better)."""
-    return value >= sd.approve_at if hib else value <= sd.approve_at
-
-
-def higher_is_better(metric: str) -> bool:
-    from bench.metrics.registry import find_metric
-
-    spec = find_metric(metric)
-    return True if spec is None else spec.higher_is_better
 
 
 def labelling_rows(done: Any) -> list[dict[str, Any]]:

@@ -102,7 +102,7 @@ def _fmt(x: float | None) -> str:
 
 def _ensemble_section(done: Executed) -> tuple[list[str], list[dict[str, Any]]]:
     """Per generated config: the members' agreement and each one's score distribution."""
-    from bench.judge.calibration import Stat
+    from bench.judge.agreement import Stat
     from bench.judge.ensemble import as_dict, ensemble_of, summary_rows
     from bench.pipeline.answers import answered
     from bench.pipeline.lanes import ConfigKind
