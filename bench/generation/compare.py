@@ -13,8 +13,9 @@ every context node is answered by each member (``bench.generation.sweep``); this
   * *reference-anchored* (no second judge needed): when the judge's family is that of exactly
     one of the two generators, per pair the judge's preference for its own family's answer
     minus the reference's — 1 / 0.5 / 0 as that answer's quality is above / equal to / below
-    the other's, quality being ``token_f1`` against the reference answers (answerable
-    queries) or ``abstained`` (must-abstain queries). Mean with a bootstrap CI: > 0 is a judge
+    the other's, quality being ``token_f1`` against the reference answers, else
+    ``claims_coverage`` of the required claims (answerable queries), or ``abstained``
+    (must-abstain queries). Mean with a bootstrap CI: > 0 is a judge
     favouring its own family beyond what the references support. Also counted: pairs the
     reference decides, and how often the judge sided with the better answer when it was its
     own family's and when it was the other's (the equal-opportunity view of Wataoka et al.
@@ -103,18 +104,26 @@ class RefSelfPreference:
     note: str = ""
 
 
-def quality(scores: ConfigScores) -> dict[str, float]:
-    """Per query the reference's view of an answer: ``token_f1`` where scored, else
-    ``abstained`` (must-abstain queries; 1 = refused)."""
+#: an answerable query's quality: the first of these scored (``answer_correct``'s default
+#: ``answers.correct_metrics`` order, graded instead of thresholded)
+QUALITY_METRICS = ("token_f1", "claims_coverage")
+
+
+def quality(scores: ConfigScores, must_abstain: Mapping[str, bool]) -> dict[str, float]:
+    """Per query the reference's view of an answer: on an answerable query the first scored
+    of ``QUALITY_METRICS``; on a must-abstain query ``abstained`` (1 = refused). A query
+    without such a value has none (it is left out of the paired figure)."""
     out: dict[str, float] = {}
-    for metric in ("abstained", "token_f1"):  # token_f1 wins where both are valued
+    for metric in ("abstained", *QUALITY_METRICS):
         if metric not in scores.values:
             continue
         valued = scores.valued(metric)
         vals = scores.values[metric]
         for i, q in enumerate(scores.query_ids):
-            if valued[i] and (metric == "token_f1" or q not in out):
-                out[q] = float(vals[i])
+            if not valued[i] or q in out or must_abstain.get(q, False) != (
+                    metric == "abstained"):
+                continue
+            out[q] = float(vals[i])
     return out
 
 
@@ -328,6 +337,13 @@ def diagnosis_lines(diag: Sequence[DiagnosedQuery], members: Sequence[str]) -> l
     return lines
 
 
+def _identity(generator: Any) -> str:
+    """A generator's identity (its cache parameters; a memo wrapper adds none)."""
+    import json
+
+    return json.dumps(generator.cache_params(), sort_keys=True, default=str)
+
+
 def _context_key(spec: Any) -> str:
     return str(spec.answers.input("contexts").ident)
 
@@ -371,7 +387,7 @@ def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
                      and judge.family else family(g.pairwise.judge))
         got = done.executor.value(c.spec.leaf)
         ref = ref_self_preference(
-            got.primary, quality(sc), quality(base[1]), judge_family=judge_fam,
+            got.primary, quality(sc, must), quality(base[1], must), judge_family=judge_fam,
             candidate_family=str(c.spec.params["generator_family"]),
             baseline_family=str(base[0].spec.params["generator_family"]),
             resamples=resamples, seed=seed, confidence=confidence)
@@ -386,6 +402,14 @@ def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
                                         for m in sweep.members)
              + f"; each context is built once (fitted to {names[0]}'s tokenizer) and "
              "answered by every generator.", ""]
+    from bench.judge.stage import judge_generator
+
+    judge_model = None if judge is None else judge_generator(judge)
+    same = [m.name for m in sweep.members if judge_model is not None
+            and _identity(m.generator) == _identity(judge_model)]
+    if same:
+        lines += [f"The judge model is the generator of {', '.join(same)}: it grades its own "
+                  "answers (self-preference is measured below, not assumed away).", ""]
     tables = []
     if rows:
         lines += pair_lines(rows)

@@ -63,10 +63,13 @@ def test_reference_anchored_self_preference() -> None:
     assert other.estimate is None and "shares no family" in other.note
 
 
-def test_quality_prefers_token_f1_and_falls_back_to_abstained() -> None:
-    s = _scores({"token_f1": {"q1": (0.4, "scored"), "q2": (0.0, "no_reference")},
-                 "abstained": {"q1": (0.0, "scored"), "q2": (1.0, "scored")}})
-    assert quality(s) == {"q1": 0.4, "q2": 1.0}
+def test_quality_per_kind_of_query() -> None:
+    s = _scores({"token_f1": {"q1": (0.4, "scored"), "q2": (0.0, "no_reference"),
+                              "q3": (0.0, "no_reference"), "q4": (0.0, "no_reference")},
+                 "claims_coverage": {"q1": (1.0, "scored"), "q2": (0.5, "scored")},
+                 "abstained": {q: (1.0, "scored") for q in ("q1", "q2", "q3", "q4")}})
+    # token_f1 first, claims_coverage next; abstaining counts only where it must
+    assert quality(s, {"q4": True}) == {"q1": 0.4, "q2": 0.5, "q4": 1.0}
 
 
 def test_diagnosis_across_generators() -> None:
