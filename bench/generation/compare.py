@@ -363,12 +363,11 @@ def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
            if c.spec.kind is ConfigKind.GENERATED and c.spec.answers is not None
            and "generator_family" in c.spec.params]
     by_id = {c.spec.config_id: (c, sc) for c, sc in gen}
-    # a context's label: the shared part of its configs' labels (before ">gen(")
-    ctx_label: dict[str, str] = {}
+    ctx_label: dict[str, str] = {}  # a context node's label (its pool's, with the variant)
     groups: dict[str, list[tuple[str, ConfigScores]]] = {}
     for c, sc in gen:
         key = _context_key(c.spec)
-        ctx_label.setdefault(key, c.spec.label.rsplit(">gen(", 1)[0])
+        ctx_label.setdefault(key, str(c.spec.params["context"]))
         groups.setdefault(key, []).append((str(c.spec.params["generator"]), sc))
     must = {q.query_id: q.must_abstain for q in done.dataset.queries}
     diag = [d for key, members in groups.items()

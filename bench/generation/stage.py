@@ -362,6 +362,8 @@ class GeneratedNodes:
     judge: str | None
     #: a sweep member's model family (None: not a sweep)
     family: str | None = None
+    #: the label of the context it answered (its pool's, with the context variant)
+    context: str = ""
 
     @property
     def contexts(self) -> Node:
@@ -376,27 +378,30 @@ def generation_nodes(s: GenerationSettings, pool: Node, chunk: Node, data: Node,
     from bench.judge.base import PairwiseJudge
     from bench.judge.stage import JudgeOp, judge_name
 
-    answerers: list[tuple[str, Generator, str | None]] = (
-        [(m.name, m.generator, m.family) for m in s.members] if s.members
-        else [(generator_name(s.generator), s.generator, None)])
+    answerers: list[tuple[str, Generator, str | None, SamplingParams]] = (
+        [(m.name, m.generator, m.family, replace(s.sampling, **m.sampling))
+         for m in s.members] if s.members
+        else [(generator_name(s.generator), s.generator, None, s.sampling)])
     out = []
     for v in context_variants(s.builder):
         ctx_label = f"{label}>{v.label}" if v.label else label
         ctx = Node.of(ContextOp(v.builder, s.generator, s.subset, s.relevance_level),
                       f"context of {ctx_label} ({len(s.subset)} queries)",
                       pool=pool, chunks=chunk, data=data)
-        for name, generator, fam in answerers:
+        for name, generator, fam, sampling in answerers:
             gen_label = f"{ctx_label}>gen({name})"
-            gen = Node.of(GenerateOp(generator, s.sampling), gen_label, contexts=ctx)
+            gen = Node.of(GenerateOp(generator, sampling), gen_label, contexts=ctx)
             if s.judge is None or isinstance(s.judge, PairwiseJudge):
                 out.append(GeneratedNodes(gen_label, dict(v.params), gen, gen, name,
-                                          None if s.judge is None else s.judge.name, fam))
+                                          None if s.judge is None else s.judge.name, fam,
+                                          ctx_label))
                 continue
             jname = judge_name(s.judge)
             jlabel = f"{gen_label}>judge({jname})"
             out.append(GeneratedNodes(gen_label, dict(v.params), gen,
                                       Node.of(JudgeOp(s.judge), jlabel, generations=gen,
-                                              contexts=ctx, data=data), name, jname, fam))
+                                              contexts=ctx, data=data), name, jname, fam,
+                                      ctx_label))
     return out
 
 
@@ -416,6 +421,7 @@ def expand(s: PlanState) -> PlanState:
                       "answered_queries": len(g.subset), "judge": n.judge}
             if n.family is not None:  # a sweep member (single-generator params unchanged)
                 params["generator_family"] = n.family
+                params["context"] = n.context
             out.append(ConfigSpec(config_id_of(n.leaf), n.label, ConfigKind.GENERATED, n.leaf,
                                   params, p.config_id, p.filter_pair, pool=p.leaf,
                                   answers=n.answers))

@@ -165,6 +165,10 @@ def _build_generation(cfg: DictConfig) -> tuple[Generator | None,
     check_generation_config(cfg.generation)
     if cfg.generation.memo:
         if sweep is not None:
+            hot = [m.name for m in sweep.members if (m.sampling.get("temperature") or 0) > 0]
+            if hot:
+                raise ConfigError(f"generator.members.{hot[0]}.sampling.temperature",
+                                  "generation.memo memoises greedy answers only: needs 0")
             sweep = sweep.with_generators(lambda g: memoised(g, cfg.cache_dir))
             generator = sweep.primary
         else:

@@ -92,10 +92,16 @@ def test_sweep_shares_the_context_and_compares_generators(compose_cfg, tmp_path:
     pqr = pq.read_table(tmp_path / "r" / "per_query.parquet").to_pylist()
 
     def q(cid: str) -> dict[str, float]:
-        got = {r["query_id"]: r["value"] for r in pqr if r["config_id"] == cid
-               and r["metric"] == "abstained" and r["status"] == "scored"}
-        got |= {r["query_id"]: r["value"] for r in pqr if r["config_id"] == cid
-                and r["metric"] == "token_f1" and r["status"] == "scored"}
+        """token_f1, else claims_coverage; abstained on the must-abstain queries (>= q18)."""
+        rows = {(r["query_id"], r["metric"]): r["value"] for r in pqr
+                if r["config_id"] == cid and r["status"] == "scored"}
+        got = {}
+        for qid in {k for k, _ in rows}:
+            order = (("abstained",) if int(qid.rsplit("q", 1)[1]) >= 18
+                     else ("token_f1", "claims_coverage"))
+            vals = [rows[qid, m] for m in order if (qid, m) in rows]
+            if vals:
+                got[qid] = vals[0]
         return got
 
     qs, qe = q(base["config_id"]), q(cand["config_id"])
@@ -139,6 +145,25 @@ def test_single_generator_plans_keep_their_ids(compose_cfg, tmp_path: Path) -> N
     assert [c.label for c in two] == ["dense>maxsim@10>gen(x)", "dense>maxsim@10>gen(y)"]
 
 
+def test_a_member_may_decode_differently(compose_cfg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The same model with another decoding is another member: its own sampling, one context."""
+    from bench.generation.stage import GenerateOp
+    from bench.pipeline.run import prepare
+
+    over = [o for o in _overrides(tmp_path / "cache") if "members" not in o]
+    p = prepare(compose_cfg([*over, "plan_only=true",
+                             "+generator@generator.members.greedy.generator=extractive",
+                             "+generator@generator.members.hot.generator=extractive",
+                             "+generator.members.hot.sampling.temperature=0.7",
+                             "+generator.members.hot.sampling.seed=3"]))
+    gen = [c for c in p.plan.configs if c.answers is not None]
+    ops = [c.answers.op for c in gen]
+    assert all(isinstance(op, GenerateOp) for op in ops)
+    assert [(op.sampling.temperature, op.sampling.seed) for op in ops] == [(0.0, 0), (0.7, 3)]
+    assert ops[0].sampling.max_tokens == ops[1].sampling.max_tokens  # the rest: generation.*
+    assert len({c.answers.input("contexts").key for c in gen}) == 1
+
+
 @pytest.mark.parametrize(("args", "key"), [
     (["+generator@generator.members.only.generator=extractive", "judge=pairwise"],
      "generator.members"),
@@ -147,6 +172,13 @@ def test_single_generator_plans_keep_their_ids(compose_cfg, tmp_path: Path) -> N
       "+generator@generator.members.b.generator=extractive"], "generator.members.b.generator"),
     (["+generator@generator.members.a.generator=extractive",
       "+generator.members.a.familly=x"], "generator.members.a.familly"),
+    (["+generator@generator.members.a.generator=extractive",
+      "+generator.members.a.sampling.temprature=1"], "generator.members.a.sampling.temprature"),
+    (["+generator@generator.members.a.generator=extractive",
+      "+generator.members.a.sampling.top_p=0"], "generator.members.a.sampling.top_p"),
+    (["+generator@generator.members.a.generator=extractive", "generation.memo=true",
+      "+generator.members.a.sampling.temperature=0.5"],
+     "generator.members.a.sampling.temperature"),
 ])
 def test_bad_sweeps_are_one_line_exit_2(args: list[str], key: str, tmp_path: Path) -> None:
     res = subprocess.run(
