@@ -118,6 +118,15 @@ def test_sweep_shares_the_context_and_compares_generators(compose_cfg, tmp_path:
         assert (d["class"] == "context") == (len(d["failed"]) == 2)
     manifest = rj["stages"]["generator_compare"]
     assert sum(manifest["diagnosis"].values()) == 12
+    # the labelling file pairs each candidate answer with ITS baseline's (the scripted one)
+    scripted = {rid: " ".join(_TAG.sub("", m[-1].content.split("Context:\n", 1)[1]  # type: ignore[attr-defined]
+                                       .split("\n\n", 1)[0]).split()[:8])
+                for rid, m in SEEN}
+    labelling = [json.loads(x) for x in
+                 (tmp_path / "r" / "judge_labelling.jsonl").read_text().splitlines()]
+    pairs = [r for r in labelling if "answer_b" in r and r.get("answer_b") is not None]
+    assert len(pairs) == 12
+    assert all(r["answer_b"] == scripted[r["query_id"]] for r in pairs)
     report = (tmp_path / "r" / "report.md").read_text()
     assert "## Generators compared on the same contexts" in report
     assert "scripted (family scripted)" in report and "extractive (family extractive, by name)" \
