@@ -54,6 +54,7 @@ from bench.generation.base import (
     SamplingParams,
     generator_name,
 )
+from bench.generation.sweep import SweepMember
 from bench.pipeline.lanes import ConfigKind, ConfigSpec, PlanState, config_id_of
 from bench.pipeline.node import Node, OpTraits, Phase
 from bench.rerank.stage import passages
@@ -335,6 +336,9 @@ class GenerationSettings:
     scope: JudgedScope | None = None
     #: add the exact (flat) pool as the first config when the index is approximate
     exact_reference: bool = False
+    #: ``generator=sweep``: every generator answering each context (empty: ``generator``
+    #: alone); ``generator``, the first, fits the shared context
+    members: tuple[SweepMember, ...] = ()
 
 
 def context_variants(builder: ContextBuilder | ContextSweep) -> list[ContextVariant]:
@@ -356,6 +360,10 @@ class GeneratedNodes:
     leaf: Node
     generator: str
     judge: str | None
+    #: a sweep member's model family (None: not a sweep)
+    family: str | None = None
+    #: the label of the context it answered (its pool's, with the context variant)
+    context: str = ""
 
     @property
     def contexts(self) -> Node:
@@ -364,29 +372,36 @@ class GeneratedNodes:
 
 def generation_nodes(s: GenerationSettings, pool: Node, chunk: Node, data: Node, *,
                      label: str) -> list[GeneratedNodes]:
-    """Per context variant of one pool: context -> generate [-> judge]. A pairwise judge
-    compares configs instead (``pairwise_nodes``): here it leaves the answers as the leaf."""
+    """Per context variant of one pool: context -> generate [-> judge], with one generate
+    [-> judge] per generator of a sweep on the ONE context node. A pairwise judge compares
+    configs instead (``pairwise_nodes``): here it leaves the answers as the leaf."""
     from bench.judge.base import PairwiseJudge
     from bench.judge.stage import JudgeOp, judge_name
 
-    name = generator_name(s.generator)
+    answerers: list[tuple[str, Generator, str | None, SamplingParams]] = (
+        [(m.name, m.generator, m.family, replace(s.sampling, **m.sampling))
+         for m in s.members] if s.members
+        else [(generator_name(s.generator), s.generator, None, s.sampling)])
     out = []
     for v in context_variants(s.builder):
         ctx_label = f"{label}>{v.label}" if v.label else label
         ctx = Node.of(ContextOp(v.builder, s.generator, s.subset, s.relevance_level),
                       f"context of {ctx_label} ({len(s.subset)} queries)",
                       pool=pool, chunks=chunk, data=data)
-        gen_label = f"{ctx_label}>gen({name})"
-        gen = Node.of(GenerateOp(s.generator, s.sampling), gen_label, contexts=ctx)
-        if s.judge is None or isinstance(s.judge, PairwiseJudge):
-            out.append(GeneratedNodes(gen_label, dict(v.params), gen, gen, name,
-                                      None if s.judge is None else s.judge.name))
-            continue
-        jname = judge_name(s.judge)
-        jlabel = f"{gen_label}>judge({jname})"
-        out.append(GeneratedNodes(gen_label, dict(v.params), gen,
-                                  Node.of(JudgeOp(s.judge), jlabel, generations=gen,
-                                          contexts=ctx, data=data), name, jname))
+        for name, generator, fam, sampling in answerers:
+            gen_label = f"{ctx_label}>gen({name})"
+            gen = Node.of(GenerateOp(generator, sampling), gen_label, contexts=ctx)
+            if s.judge is None or isinstance(s.judge, PairwiseJudge):
+                out.append(GeneratedNodes(gen_label, dict(v.params), gen, gen, name,
+                                          None if s.judge is None else s.judge.name, fam,
+                                          ctx_label))
+                continue
+            jname = judge_name(s.judge)
+            jlabel = f"{gen_label}>judge({jname})"
+            out.append(GeneratedNodes(gen_label, dict(v.params), gen,
+                                      Node.of(JudgeOp(s.judge), jlabel, generations=gen,
+                                              contexts=ctx, data=data), name, jname, fam,
+                                      ctx_label))
     return out
 
 
@@ -404,6 +419,9 @@ def expand(s: PlanState) -> PlanState:
         for n in generation_nodes(g, p.leaf, s.node("chunk"), s.node("data"), label=p.label):
             params = {**p.params, **n.params, "generator": n.generator,
                       "answered_queries": len(g.subset), "judge": n.judge}
+            if n.family is not None:  # a sweep member (single-generator params unchanged)
+                params["generator_family"] = n.family
+                params["context"] = n.context
             out.append(ConfigSpec(config_id_of(n.leaf), n.label, ConfigKind.GENERATED, n.leaf,
                                   params, p.config_id, p.filter_pair, pool=p.leaf,
                                   answers=n.answers))
@@ -414,7 +432,8 @@ def pairwise_nodes(g: GenerationSettings, configs: list[ConfigSpec], data: Node
                    ) -> list[ConfigSpec]:
     """With a pairwise judge, every generated config after the first (the baseline) ends in
     a node comparing its answers with the baseline's (``bench.judge.pairing``); the other
-    judges leave ``configs`` as they are."""
+    judges leave ``configs`` as they are. In a generator sweep the baseline is per context:
+    each other generator is compared with the first on the SAME context node."""
     from bench.judge.base import PairwiseJudge
     from bench.judge.pairing import PairwiseOp
 
@@ -423,12 +442,17 @@ def pairwise_nodes(g: GenerationSettings, configs: list[ConfigSpec], data: Node
     if len(configs) < 2:
         raise ConfigError("judge", f"judge=pairwise compares generated configs; this run has "
                           f"{len(configs)}: add one (a second reranker depth, a context sweep, "
-                          "or generation.kinds)")
-    base = configs[0]
-    assert base.answers is not None
-    out = [base]
-    for c in configs[1:]:
+                          "generation.kinds, or generator=sweep)")
+    base_of: dict[str, ConfigSpec] = {}
+    out = []
+    for c in configs:
         assert c.answers is not None
+        group = c.answers.input("contexts").ident if g.members else ""
+        base = base_of.setdefault(group, c)
+        if base is c:
+            out.append(c)
+            continue
+        assert base.answers is not None
         leaf = Node.of(PairwiseOp(g.judge), f"{c.label}>pairwise vs {base.label}",
                        baseline=base.answers, baseline_contexts=base.answers.input("contexts"),
                        candidate=c.answers, candidate_contexts=c.answers.input("contexts"),

@@ -42,16 +42,20 @@ def labelling_rows(done: Any) -> list[dict[str, Any]]:
         return []
     by_id = {q.query_id: q for q in done.dataset.queries}
     rows: list[dict[str, Any]] = []
-    baseline: dict[str, str] | None = None  # the pairwise baseline's answers (first config)
+    # each answers node's ok answers: a pairwise candidate's baseline is the node its pairwise
+    # node reads as ``baseline`` (the first config; per context in a generator sweep)
+    ok_answers: dict[int, dict[str, str]] = {}
     for c in done.configs:
         if c.spec.kind is not ConfigKind.GENERATED or c.pool is None:
             continue
         a = answered(c.spec, done.executor)
         answers = {g.request_id: g for g in a.generations}
         contexts = {x.query_id: x for x in a.contexts}
-        if baseline is None:
-            baseline = {g.request_id: g.text for g in a.generations if g.status == "ok"}
+        assert c.spec.answers is not None
+        ok_answers[id(c.spec.answers)] = {g.request_id: g.text for g in a.generations
+                                          if g.status == "ok"}
         if a.pairs is not None and "pairwise" in llm:
+            baseline = ok_answers.get(id(c.spec.leaf.input("baseline")), {})
             rows += _pair_rows(done, c, llm["pairwise"].rubric, a, baseline, by_id)
         for v in a.verdicts:
             j = llm.get(v.judge)
@@ -86,7 +90,8 @@ def labelling_rows(done: Any) -> list[dict[str, Any]]:
 def _pair_rows(done: Any, c: Any, rub: Rubric, a: Any, baseline: Mapping[str, str],
                by_id: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Labelling rows of a candidate's pairwise verdicts: answer A is the candidate's, answer
-    B the baseline's (the first generated config); ``score`` is A's preference."""
+    B the baseline's (the first generated config, of its context in a generator sweep);
+    ``score`` is A's preference."""
     from bench.judge.base import pair_failure_mode
 
     metric = "pairwise_preference"

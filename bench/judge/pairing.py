@@ -22,8 +22,9 @@ Measured on the verdicts (:func:`pairwise_summary`, docs/metrics.md "Pairwise ju
   generator family on both sides there is no own answer to prefer and it is not measurable
   (the two judges' agreement is reported instead).
 
-A model's family is its short name up to the first ``-`` (``smollm2-135m-instruct`` ->
-``smollm2``).
+A model's family is declared (a sweep member's ``family``, ``judge.family``,
+``judge.cross_family``) or, where not, its short name up to the first ``-``
+(``smollm2-135m-instruct`` -> ``smollm2``; :func:`family`).
 """
 
 from __future__ import annotations
@@ -286,17 +287,22 @@ def verbosity(verdicts: Sequence[PairVerdict], words: Mapping[str, tuple[int, in
 
 def self_preference(primary: Sequence[PairVerdict], cross: Sequence[PairVerdict], *,
                     judge: str, cross_judge: str | None, candidate_generator: str,
-                    baseline_generator: str, resamples: int, seed: int, confidence: float
+                    baseline_generator: str, resamples: int, seed: int, confidence: float,
+                    families: Mapping[str, str | None] | None = None
                     ) -> tuple[Estimate | None, str]:
     """The same-family judge's preference for its family's config minus the cross-family
-    judge's, paired per query (module docstring); None and why when not measurable."""
-    fam_c, fam_b = family(candidate_generator), family(baseline_generator)
+    judge's, paired per query (module docstring); None and why when not measurable.
+    ``families``: declared families by role (candidate, baseline, judge, cross); a role
+    missing or None falls back to :func:`family` of the name."""
+    fam = _families(families, candidate=candidate_generator, baseline=baseline_generator,
+                    judge=judge, cross=cross_judge)
+    fam_c, fam_b = fam["candidate"], fam["baseline"]
     if cross_judge is None:
         return None, "needs a second judge model (judge.cross_generator)"
     if fam_c == fam_b:
         return None, (f"both configs are answered by the {fam_c} family: no own answer to "
                       "prefer")
-    fams = {family(judge): "primary", family(cross_judge): "cross"}
+    fams = {fam["judge"]: "primary", fam["cross"]: "cross"}
     own = next(((f, role) for f, role in fams.items() if f in (fam_c, fam_b)), None)
     if own is None or len(fams) < 2:
         return None, "neither judge shares a family with one config's generator"
@@ -311,6 +317,13 @@ def self_preference(primary: Sequence[PairVerdict], cross: Sequence[PairVerdict]
     return _bootstrap(_mean, (diff,), resamples, seed, confidence), ""
 
 
+def _families(declared: Mapping[str, str | None] | None, **names: str | None
+              ) -> dict[str, str | None]:
+    got = dict(declared or {})
+    return {role: got.get(role) or (None if name is None else family(name))
+            for role, name in names.items()}
+
+
 def agreement(primary: Sequence[PairVerdict], cross: Sequence[PairVerdict]) -> Rate:
     """Pairs where the two judges gave the same winner / pairs both judged ok."""
     by_q = {v.query_id: v for v in cross if v.status == OK}
@@ -322,7 +335,8 @@ def agreement(primary: Sequence[PairVerdict], cross: Sequence[PairVerdict]) -> R
 def pairwise_summary(run: PairRun, *, candidate_id: str, candidate: str, baseline_id: str,
                      baseline: str, judge: str, cross_judge: str | None, orders: str,
                      aggregate: str, candidate_generator: str, baseline_generator: str,
-                     resamples: int, seed: int, confidence: float) -> PairwiseSummary:
+                     resamples: int, seed: int, confidence: float,
+                     families: Mapping[str, str | None] | None = None) -> PairwiseSummary:
     v = run.primary
     ok = [x for x in v if x.status == OK]
     prefs = np.asarray([x.preference_a for x in ok], dtype=np.float64)
@@ -331,7 +345,7 @@ def pairwise_summary(run: PairRun, *, candidate_id: str, candidate: str, baselin
     sp, note = self_preference(v, run.cross, judge=judge, cross_judge=cross_judge,
                                candidate_generator=candidate_generator,
                                baseline_generator=baseline_generator, resamples=resamples,
-                               seed=seed, confidence=confidence)
+                               seed=seed, confidence=confidence, families=families)
     return PairwiseSummary(
         candidate_id=candidate_id, candidate=candidate, baseline_id=baseline_id,
         baseline=baseline, judge=judge, orders=orders, aggregate=aggregate,

@@ -11,7 +11,10 @@ half the calls, but position bias can neither be measured nor cancelled); ``aggr
 two orders become one preference: ``flip_is_tie`` (docs/metrics.md: a verdict that flips with
 the order is a tie) or ``mean`` (the mean of the two orders' preferences: a flip between a
 win and a tie scores 0.75); ``cross_generator``: a second judge model that answers the same
-pairs (its verdicts measure self-preference, ``bench.judge.pairing``).
+pairs (its verdicts measure self-preference, ``bench.judge.pairing``); ``family`` /
+``cross_family``: the judge models' families for self-preference (null: the heuristic of
+``bench.judge.pairing.family``). The families name what the verdicts are compared with, not
+how they are made, so they are not in the cache key.
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ def _pref(winner: str, config_a: str) -> float:
 
 
 class PairwisePreferenceJudge(LLMJudge):
-    """Extra options: ``orders``, ``aggregate``, ``cross_generator`` (module docstring)."""
+    """Extra options: ``orders``, ``aggregate``, ``cross_generator``, ``family``,
+    ``cross_family`` (module docstring)."""
 
     name = "pairwise"
     metrics = ("pairwise_preference",)
@@ -57,7 +61,8 @@ class PairwisePreferenceJudge(LLMJudge):
     def __init__(self, *, generator: Generator, max_retries: int = 2, max_tokens: int = 256,
                  temperature: float = 0.0, seed: int = 0, feedback: bool = True,
                  orders: Orders = "both", aggregate: Aggregate = "flip_is_tie",
-                 cross_generator: Generator | None = None) -> None:
+                 cross_generator: Generator | None = None, family: str | None = None,
+                 cross_family: str | None = None) -> None:
         super().__init__(generator=generator, max_retries=max_retries, max_tokens=max_tokens,
                          temperature=temperature, seed=seed, feedback=feedback)
         if orders not in ("both", "ab"):
@@ -67,6 +72,14 @@ class PairwisePreferenceJudge(LLMJudge):
         self.orders: Orders = orders
         self.aggregate: Aggregate = aggregate
         self.cross_generator = cross_generator
+        for key, value in (("family", family), ("cross_family", cross_family)):
+            if value is not None and not value.strip():
+                raise OptionError(key, "must be a non-empty string or null")
+        if cross_family is not None and cross_generator is None:
+            raise OptionError("cross_family", "names the family of judge.cross_generator, "
+                              "which is not set")
+        self.family = None if family is None else family.strip().lower()
+        self.cross_family = None if cross_family is None else cross_family.strip().lower()
 
     @classmethod
     def schemas(cls) -> tuple[type[BaseModel], ...]:

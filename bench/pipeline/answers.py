@@ -49,7 +49,7 @@ from bench.metrics.base import (
     QueryValue,
 )
 from bench.pipeline.executor import Executor
-from bench.pipeline.plan import ConfigKind, ConfigSpec
+from bench.pipeline.plan import ConfigSpec
 from bench.pipeline.scoring import SummarySettings, summarize_values
 from bench.results.records import GenerationSummary, GoldProbeSummary
 from bench.results.scores import ConfigScores
@@ -265,22 +265,34 @@ def generation_summary(spec: ConfigSpec, comps: Components, a: Answered,
 
 def with_pairwise(g: GenerationSummary, a: Answered, comps: Components,
                   configs: Sequence[ConfigSpec], settings: SummarySettings) -> GenerationSummary:
-    """``g`` with its pairwise figures against the baseline (judge=pairwise candidates)."""
+    """``g`` with its pairwise figures against its baseline (judge=pairwise candidates): the
+    config whose answers its pairwise node reads as ``baseline``."""
+    from bench.judge.pairing import family
     from bench.judge.pairwise import PairwisePreferenceJudge
 
     judge = comps.judge
     if a.pairs is None or not isinstance(judge, PairwisePreferenceJudge):
         return g
-    base = next(c for c in configs if c.kind is ConfigKind.GENERATED)
-    assert comps.generator is not None
-    gen = generator_name(comps.generator)  # one generator answers every config of a run
+    spec = next(c for c in configs if c.config_id == g.config_id)
+    base_answers = spec.leaf.input("baseline")
+    base = next(c for c in configs if c.answers is base_answers)
+
+    def answerer(c: ConfigSpec) -> tuple[str, str]:  # (generator name, its family)
+        name = str(c.params.get("generator"))
+        return name, str(c.params.get("generator_family") or family(name))
+
+    (cand_gen, cand_fam), (base_gen, base_fam) = answerer(spec), answerer(base)
     cross = judge.cross_generator
+    jname = generator_name(judge.generator)
+    cname = None if cross is None else generator_name(cross)
     summary = pairwise_summary(
         a.pairs, candidate_id=g.config_id, candidate=g.label, baseline_id=base.config_id,
-        baseline=base.label, judge=generator_name(judge.generator),
-        cross_judge=None if cross is None else generator_name(cross), orders=judge.orders,
-        aggregate=judge.aggregate, candidate_generator=gen, baseline_generator=gen,
-        resamples=settings.resamples, seed=settings.seed, confidence=settings.confidence)
+        baseline=base.label, judge=jname, cross_judge=cname, orders=judge.orders,
+        aggregate=judge.aggregate, candidate_generator=cand_gen, baseline_generator=base_gen,
+        resamples=settings.resamples, seed=settings.seed, confidence=settings.confidence,
+        families={"candidate": cand_fam, "baseline": base_fam,
+                  "judge": judge.family or family(jname),
+                  "cross": None if cname is None else judge.cross_family or family(cname)})
     return replace(g, pairwise=summary)
 
 

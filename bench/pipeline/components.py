@@ -20,6 +20,7 @@ from bench.filters.hard_vs_soft import HardVsSoft
 from bench.fusion.base import Fusion
 from bench.generation.base import Generator
 from bench.generation.memo import memoised
+from bench.generation.sweep import GeneratorSweep
 from bench.index.base import VectorIndex
 from bench.judge.base import Judge
 from bench.lexical.base import LexicalIndex
@@ -104,6 +105,11 @@ class Components:
     def judge(self) -> Judge | None:
         return cast("Judge | None", self.parts.get("judge"))
 
+    @property
+    def generator_sweep(self) -> GeneratorSweep | None:
+        """``generator=sweep``: every generator of the run (``generator`` is its first)."""
+        return cast("GeneratorSweep | None", self.parts.get("generator_sweep"))
+
 
 def build_components(cfg: DictConfig, device: str) -> Components:
     """Each stage of the stage list builds its groups' components (before any work)."""
@@ -121,9 +127,11 @@ def build_nothing(cfg: DictConfig, device: str) -> dict[str, Any]:
 
 
 def build_answers(cfg: DictConfig, device: str) -> dict[str, Any]:
-    """The generation stage's groups: generator, context builder, answer checks, judge."""
-    generator, context, answers, judge = build_generation(cfg)
-    return {"generator": generator, "context": context, "answers": answers, "judge": judge}
+    """The generation stage's groups: generator, context builder, answer checks, judge (and
+    with ``generator=sweep`` every generator of the sweep, ``generator`` being its first)."""
+    generator, context, answers, judge, sweep = _build_generation(cfg)
+    return {"generator": generator, "context": context, "answers": answers, "judge": judge,
+            "generator_sweep": sweep}
 
 
 def build_generation(cfg: DictConfig) -> tuple[Generator | None,
@@ -133,20 +141,38 @@ def build_generation(cfg: DictConfig) -> tuple[Generator | None,
 
     The judge model: ``judge.generator`` (a generator block, e.g.
     ``+generator@judge.generator=vllm judge.generator.model=...``) when given, else the run's
-    own generator. Judges read answers, so a judge without a generator is a config error.
+    own generator (a sweep's first member). Judges read answers, so a judge without a
+    generator is a config error.
     """
+    return _build_generation(cfg)[:4]
+
+
+def _build_generation(cfg: DictConfig) -> tuple[Generator | None,
+                                                 ContextBuilder | ContextSweep | None,
+                                                 AnswerChecks | None, Judge | None,
+                                                 GeneratorSweep | None]:
     from bench.generation.stage import check_generation_config
 
-    generator = build(cfg.generator, "generator")
+    built = build(cfg.generator, "generator")
+    sweep = built if isinstance(built, GeneratorSweep) else None
+    generator: Generator | None = sweep.primary if sweep is not None else built
     if generator is None:
         if served_answers(cfg):
-            return None, None, build(cfg.answers, "answers"), served_judge(cfg)
+            return None, None, build(cfg.answers, "answers"), served_judge(cfg), None
         if build_judge_target(cfg) is not None:
             raise ConfigError("judge", "judges read generated answers: set generator=... too")
-        return None, None, None, None
+        return None, None, None, None, None
     check_generation_config(cfg.generation)
     if cfg.generation.memo:
-        generator = memoised(generator, cfg.cache_dir)
+        if sweep is not None:
+            hot = [m.name for m in sweep.members if (m.sampling.get("temperature") or 0) > 0]
+            if hot:
+                raise ConfigError(f"generator.members.{hot[0]}.sampling.temperature",
+                                  "generation.memo memoises greedy answers only: needs 0")
+            sweep = sweep.with_generators(lambda g: memoised(g, cfg.cache_dir))
+            generator = sweep.primary
+        else:
+            generator = memoised(generator, cfg.cache_dir)
     context = build(cfg.context, "context")
     if context is None:
         raise ConfigError("context", "a generator needs a context builder (context=budgeted)")
@@ -182,7 +208,19 @@ def build_generation(cfg: DictConfig) -> tuple[Generator | None,
                 raise ConfigError("judge.repeats", "repeats apply to pointwise judges (and "
                                   "suites of them), not to " + type(judge).__name__)
             judge = RepeatedJudge(judge, repeats)
-    return generator, context, answers, judge
+    check_sweep_judge(sweep, judge)
+    return generator, context, answers, judge, sweep
+
+
+def check_sweep_judge(sweep: GeneratorSweep | None, judge: Judge | None) -> None:
+    """A pairwise judge in a generator sweep compares the sweep's generators: it needs two."""
+    from bench.judge.base import PairwiseJudge
+
+    if sweep is not None and isinstance(judge, PairwiseJudge) and len(sweep.members) < 2:
+        raise ConfigError("generator.members", "judge=pairwise compares the sweep's "
+                          f"generators: it has {len(sweep.members)} "
+                          f"({', '.join(m.name for m in sweep.members)}); add one "
+                          "(+generator@generator.members.NAME.generator=OPTION)")
 
 
 def served_answers(cfg: DictConfig) -> bool:

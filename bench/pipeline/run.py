@@ -579,8 +579,10 @@ def generation_settings(settings: RunSettings, comps: Components, dataset: Datas
         log.info("context: %d of %d queries can be probed (%s); the subset is drawn from them",
                  len(scope.eligible), scope.n_queries,
                  ", ".join(f"{n} {r}" for r, n in scope.excluded) or "none excluded")
+    sweep = comps.generator_sweep
     return GenerationSettings(comps.generator, comps.context, sampling, subset, comps.judge,
-                              tuple(g.kinds), level, scope, g.exact_reference)
+                              tuple(g.kinds), level, scope, g.exact_reference,
+                              () if sweep is None else sweep.members)
 
 
 def probe_groups(configs: list[ConfigRun], probes: dict[str, GoldProbeSummary]

@@ -73,6 +73,8 @@ STAGES: tuple[Stage, ...] = (
     # the judge's own results: the labelling file of the calibration loop, the verifiers'
     # rates, gates let through on uncalibrated judges (bench.judge.report)
     Stage("judge_files", (), writer="bench.judge.report:write"),
+    # generator=sweep: generators compared on the same contexts (bench.generation.compare)
+    Stage("generator_compare", (), writer="bench.generation.compare:write"),
     # a black-box RAG service as configs of the run (bench.system): after bench's own
     Stage("system", ("system",), "bench.system.stage:expand",
           builder="bench.system.stage:build", outputs=Outputs(kinds=("system",)),

@@ -29,6 +29,7 @@ REQUIRED = {
     ("index", "qdrant_hnsw"): ["index.url=http://127.0.0.1:9", "index.timeout_s=2"],
     ("dataset", "raw_docs"): ["dataset.path=/nonexistent"],
     ("parser", "docling"): ["parser.artifacts_path=/nonexistent"],
+    ("generator", "sweep"): ["+generator@generator.members.a.generator=extractive"],
 }
 # Options that need hardware or packages this machine may lack; building them must then fail
 # with a one-line BenchError, never a traceback.
