@@ -321,9 +321,9 @@ def rewrite_tokens(chain: Sequence[Any], dataset: Dataset, query_ids: Sequence[s
 
 def _unmemoised(g: Generator) -> Generator:
     # a served request generates: the memo would replay a stored latency as this one's
-    from bench.generation.memo import MemoGenerator
+    from bench.generation.memo import unmemoised
 
-    return g.inner if isinstance(g, MemoGenerator) else g
+    return unmemoised(g)
 
 
 @dataclass(frozen=True)
