@@ -40,7 +40,8 @@ from bench.generation.base import Generation
 from bench.pipeline.node import Phase
 from bench.pipeline.outcome import Executed
 from bench.pipeline.request import QueryChain, is_request_op
-from bench.retrieval.base import Pool
+from bench.retrieval.base import Pool, order_key
+from bench.retrieval.search import DenseSearch
 
 log = logging.getLogger("bench")
 
@@ -374,12 +375,13 @@ class _Parts:
         ex, op = self.done.executor, self.retrieve.op
         built = ex.value(self.retrieve.input("index")).built
         vecs = np.asarray(ex.value(self.retrieve.input("queries")).vectors)
-        depth = op.retriever.depth(len(ex.value(self.retrieve.input("chunks"))))
+        chunks = ex.value(self.retrieve.input("chunks"))
+        search = DenseSearch.over(built, chunks, op.retriever, op.query_params,
+                                  order_key(self.done.dataset.doc_ids))
         kind = type(built).__name__
-        return Component("vector_db", f"one search of {kind} (k={depth}) through its client in "
-                         "the load generator's process",
-                         self._pool(lambda q: built.search(vecs[q:q + 1], depth,
-                                                           op.query_params),
+        return Component("vector_db", f"one search of {kind} (k={search.depth}) through its "
+                         "client in the load generator's process",
+                         self._pool(lambda q: search.search(vecs[q:q + 1]),
                                     f"vector search {kind}"), slo)
 
     def reranker(self, slo: dict[str, float]) -> Component | str:
