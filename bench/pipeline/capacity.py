@@ -36,9 +36,8 @@ from bench.pipeline.capacity_study import (
     run_open_capacity,
     study_settings,
 )
-from bench.pipeline.node import Phase
 from bench.pipeline.outcome import Executed
-from bench.pipeline.request import QueryChain, is_request_op
+from bench.pipeline.request import QueryChain
 
 log = logging.getLogger("bench")
 
@@ -93,8 +92,6 @@ def run_capacity(done: Executed, run_dir: Path) -> CapacityRun:
     files = write_capacity(levels, slo, answer, run_dir / "capacity")
     log.info("capacity: %s", answer.text)
     return CapacityRun(spec.config_id, spec.label,
-                       "one query's whole chain: " + " > ".join(
-                           n.stage for n in spec.chain
-                           if n.phase is Phase.QUERY or is_request_op(n)),
+                       "one query's whole chain: " + " > ".join(n.stage for n in spec.chain),
                        slo, answer, tuple(levels),
                        tuple(str(f.relative_to(run_dir)) for f in files))

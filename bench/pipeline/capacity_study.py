@@ -37,9 +37,8 @@ from bench.capacity.study import LevelStore, Study, StudySettings, run_study, st
 from bench.config.schema import CapacityConfig
 from bench.errors import ConfigError
 from bench.generation.base import Generation
-from bench.pipeline.node import Phase
 from bench.pipeline.outcome import Executed
-from bench.pipeline.request import QueryChain, is_request_op
+from bench.pipeline.request import QueryChain
 from bench.retrieval.base import Pool, order_key
 from bench.retrieval.search import DenseSearch
 
@@ -239,8 +238,8 @@ def run_open_capacity(done: Executed, run_dir: Path) -> CapacityRun:
 
         backend = PoolBackend(answer, n_queries=len(queries), workers=int(cap.workers),
                               name=f"{spec.label} (in-process chain)")
-        request = "one query's whole chain in process: " + " > ".join(
-            n.stage for n in spec.chain if n.phase is Phase.QUERY or is_request_op(n))
+        request = "one query's whole chain in process: " + " > ".join(n.stage for n in
+                                                                       spec.chain)
     else:
         overrides = served_overrides(spec.config_id)
         path = "/v1/answer" if generated else "/v1/retrieve"
