@@ -325,11 +325,13 @@ class GenerateOp(OpTraits):
     end-to-end latency (``request_stages``). ``run_one`` answers one request's context,
     timed as ``generate``, unmemoised (a memo would replay a stored latency as this one's);
     ``on_text`` (a served request's op, never keyed) receives the answer piece by piece when
-    the generator streams, else in one piece."""
+    the generator streams, else in one piece; ``request_id`` (idem) names the generation
+    request (default: the query id, as in the batch)."""
 
     generator: Generator
     sampling: SamplingParams
     on_text: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
+    request_id: str | None = field(default=None, compare=False, repr=False)
     stage: str = "generate"
     version: str = "1"
     phase: ClassVar[Phase] = Phase.OFFLINE
@@ -356,8 +358,8 @@ class GenerateOp(OpTraits):
     def run_one(self, inputs: GenerateInputs, query: OneQuery, timer: QueryTimer
                 ) -> list[Generation]:
         gen = unmemoised(self.generator)
-        requests = [GenerationRequest(c.query_id, tuple(c.messages), self.sampling)
-                    for c in inputs.contexts.contexts]
+        requests = [GenerationRequest(self.request_id or c.query_id, tuple(c.messages),
+                                      self.sampling) for c in inputs.contexts.contexts]
         if not requests:  # a judged builder excluded the query: nothing to answer
             return []
         with timer.measure("generate"):

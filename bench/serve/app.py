@@ -388,7 +388,7 @@ def create_app(service: Service, settings: ServeSettings, state: ServerState, *,
                               tenant=body.tenant, request_id=rid)
             t_ret = time.time_ns()
             a = service.answer(
-                q, sampling, k=body.k, include_text=body.include_text,
+                q, sampling, request_id=rid, k=body.k, include_text=body.include_text,
                 on_retrieved=lambda r: emit("retrieval", {
                     "request_id": rid, "query_id": r.query_id, "hits": _hits_json(r),
                     "timings_ms": r.timings_ms}),

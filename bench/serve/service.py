@@ -268,8 +268,8 @@ class Service:
         return Reranked(np.asarray(scores, dtype=np.float32),
                         {"rerank": (time.perf_counter() - t0) * 1e3})
 
-    def answer(self, query: Query, sampling: SamplingParams, *, k: int | None = None,
-               include_text: bool = False,
+    def answer(self, query: Query, sampling: SamplingParams, *, request_id: str,
+               k: int | None = None, include_text: bool = False,
                on_retrieved: Callable[[Retrieved], None] | None = None,
                on_text: Callable[[str], None] | None = None) -> Answered:
         """The whole request on the config's chain: retrieval, its context, its answer under
@@ -294,7 +294,8 @@ class Service:
                 seen["generate_start_ns"] = time.time_ns()
 
         ms, gens = self._answer_chain.serve(
-            query, ops={gen_node.key: replace(gop, sampling=sampling, on_text=on_text)},
+            query, ops={gen_node.key: replace(gop, sampling=sampling, on_text=on_text,
+                                              request_id=request_id)},
             on_value=on_value)
         contexts: Contexts = seen["contexts"]
         if len(gens) != 1 or len(contexts.contexts) != 1:
