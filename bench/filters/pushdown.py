@@ -51,6 +51,7 @@ from bench.pipeline.node import (
 )
 from bench.pipeline.statuses import merge_statuses
 from bench.retrieval.base import Hits, Pool, Retriever, order_key
+from bench.retrieval.search import DenseSearch, Where
 from bench.retrieval.stage import FOLD_STAGE, RETRIEVE_STAGE, RetrieveOp
 from bench.telemetry.base import StageTiming, TimingLog, stage_timer
 
@@ -183,7 +184,9 @@ class PushdownRetrieveOp(OpTraits):
 
     def write(self, inputs: PushdownInputs, directory: Path, timing: TimingLog) -> None:
         dataset, chunks = inputs.data, inputs.chunks
-        depth = self.retriever.depth(len(chunks))
+        search = DenseSearch.over(inputs.index.built, chunks, self.retriever, self.query_params,
+                                  order_key(dataset.doc_ids))
+        depth = search.depth
         vecs = np.asarray(inputs.queries.vectors, dtype=np.float32)
         qids = [q.query_id for q in dataset.queries]
         n_q = len(qids)
@@ -195,9 +198,7 @@ class PushdownRetrieveOp(OpTraits):
                 continue
             allowed = [inputs.classes.allowed[inputs.classes.row[qid]]]
             with stage_timer() as elapsed:
-                res = inputs.index.built.search_where_in(vecs[i:i + 1], depth,
-                                                         self.query_params, column=COLUMN,
-                                                         allowed=allowed)
+                res = search.search(vecs[i:i + 1], where=Where(COLUMN, allowed))
             if res.incomplete:
                 lost = merge_statuses(lost, res.by_query([qid]))
                 continue
@@ -205,7 +206,7 @@ class PushdownRetrieveOp(OpTraits):
             ids[i], scores[i] = res.ids[0], res.scores[0]
         result = SearchResult(ids, scores)
         with stage_timer() as elapsed:
-            hits = self.retriever.fold(result, chunks.doc_idx, order_key(dataset.doc_ids))
+            hits = search.fold(result)
         timing.samples.append(StageTiming(FOLD_STAGE, "total", n_q, elapsed(), self.device))
         hits.save(directory / "hits.parquet")
         if lost:
@@ -219,18 +220,16 @@ class PushdownRetrieveOp(OpTraits):
                     status=read_incomplete(directory) or None)
 
     def run_one(self, inputs: PushdownInputs, query: OneQuery, timer: QueryTimer) -> Pool:
-        depth = self.retriever.depth(len(inputs.chunks))
+        search = DenseSearch.over(inputs.index.built, inputs.chunks, self.retriever,
+                                  self.query_params, query.id_key)
         vec = np.asarray(inputs.queries.vectors, dtype=np.float32)
         allowed = [inputs.classes.allowed[inputs.classes.row[query.query.query_id]]]
-        res = timer.time(RETRIEVE_STAGE, lambda: inputs.index.built.search_where_in(
-            vec, depth, self.query_params, column=COLUMN, allowed=allowed))
+        res = search.search(vec, timer, Where(COLUMN, allowed))
         if res.incomplete:  # one request, no answer: the caller (a served chain) fails it
             raise ServiceError(f"index {type(inputs.index.built).__name__}: the filtered "
                                f"search was not answered ({res.incomplete[0]}); the log "
                                "names the endpoint")
-        hits = timer.time(FOLD_STAGE, lambda: self.retriever.fold(
-            res, inputs.chunks.doc_idx, query.id_key))
-        return Pool(hits)
+        return Pool(search.fold(res, timer))
 
 
 def pushed_down(s: PlanState, flt: PushableFilter, pool: Node, cache: dict[str, Node]

@@ -200,3 +200,9 @@ def memoised(generator: Generator, cache_dir: str | Path) -> Generator:
     """``generator`` behind the prompt memo (``generation.memo``), stored in the run's cache
     (``cache_dir``)."""
     return MemoGenerator(generator, ArtifactStore(Path(cache_dir).expanduser()))
+
+
+def unmemoised(generator: Generator) -> Generator:
+    """The generator a served (per-request) call uses: a memo's inner one, since a memo
+    would replay a stored latency as this request's."""
+    return generator.inner if isinstance(generator, MemoGenerator) else generator

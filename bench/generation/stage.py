@@ -22,8 +22,8 @@ each followed by its own answers: ``dense>gold@middle(4)>gen(...)``.
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -41,6 +41,7 @@ from bench.context.base import (
     JudgedPassages,
     Passage,
     Placement,
+    RankedPassages,
     TopKContextBuilder,
     ranked_passages,
 )
@@ -52,11 +53,13 @@ from bench.generation.base import (
     GenerationRequest,
     Generator,
     SamplingParams,
+    StreamingGenerator,
     generator_name,
 )
+from bench.generation.memo import unmemoised
 from bench.generation.sweep import SweepMember
 from bench.pipeline.lanes import ConfigKind, ConfigSpec, PlanState, config_id_of
-from bench.pipeline.node import Node, OpTraits, Phase
+from bench.pipeline.node import Node, OneQuery, OpTraits, Phase, QueryTimer
 from bench.rerank.stage import passages
 from bench.retrieval.base import Pool
 from bench.telemetry.base import TimingLog
@@ -136,10 +139,12 @@ class ContextInputs:
 
 @dataclass(frozen=True)
 class ContextOp(OpTraits):
-    """Answers are generated in batch after retrieval (``OFFLINE``): the per-query loop
-    (budget probe, capacity) stops before the context, but assembling it is work every request
-    pays, so its time (one whole-stage sample, shared evenly over the queries) counts into the
-    generated config's end-to-end latency (``request_stages``)."""
+    """Answers are generated in batch after retrieval (``OFFLINE``), but assembling the
+    context is work every request pays: its time (one whole-stage sample, shared evenly over
+    the queries) counts into the generated config's end-to-end latency (``request_stages``),
+    and ``run_one`` builds one request's context, timed as ``context``, for a whole-request
+    chain (``bench.pipeline.request.QueryChain(whole_request=True)``: ``/v1/answer``, the
+    capacity study). Unmemoised: nothing is stored per request."""
 
     builder: ContextBuilder | JudgedContextBuilder
     generator: Generator
@@ -170,6 +175,21 @@ class ContextOp(OpTraits):
             return Contexts(built.contexts, built.placements, built.excluded)
         return Contexts(tuple(build_contexts(self.builder, self.generator, pool, chunks,
                                              dataset, self.subset, timing)))
+
+    def run_one(self, inputs: ContextInputs, query: OneQuery, timer: QueryTimer) -> Contexts:
+        """The request's context (any query: a served one is in no subset) from its one-query
+        pool, as ``run`` builds that query's; picking its passages and fitting them are both
+        timed (the tokenizer is loaded by the chain's warm-up, no request's cost)."""
+        qid = (query.query.query_id,)
+        with timer.measure("context"):
+            if isinstance(self.builder, JudgedContextBuilder):
+                items = judged_items(inputs.pool, inputs.chunks, inputs.data, qid,
+                                     self.relevance_level)
+                built = self.builder.build_judged(items, self.generator)
+                return Contexts(built.contexts, built.placements, built.excluded)
+            return Contexts(tuple(self.builder.build(
+                context_items(self.builder, inputs.pool, inputs.chunks, inputs.data, qid),
+                self.generator)))
 
 
 def relevant_docs(dataset: Dataset, relevance_level: int
@@ -245,6 +265,16 @@ def judged_items(pool: Pool, chunks: ChunkTable, dataset: Dataset, subset: Seque
 
 def build_contexts(builder: ContextBuilder, tokens: Generator, pool: Pool, chunks: ChunkTable,
                    dataset: Dataset, subset: Sequence[str], timing: TimingLog) -> list[Context]:
+    items = context_items(builder, pool, chunks, dataset, subset)
+    tokens.count_tokens("warm-up")  # may load the tokenizer (or model): once, no request's cost
+    with timing.measure("total", len(items)):
+        return builder.build(items, tokens)
+
+
+def context_items(builder: ContextBuilder, pool: Pool, chunks: ChunkTable, dataset: Dataset,
+                  subset: Collection[str]) -> list[RankedPassages]:
+    """Each subset query's ranked passages the builder may place, best first (its ``top_k``
+    of the pool, or the whole pool)."""
     hits = pool.hits
     wanted = set(subset)
     items = []
@@ -260,9 +290,7 @@ def build_contexts(builder: ContextBuilder, tokens: Generator, pool: Pool, chunk
             query.query_id, query.text, [dataset.doc_ids[int(d)] for d in hits.doc_idx[s:e]],
             [int(c) for c in hits.chunks()[s:e]], texts,
             [float(x) for x in hits.scores[s:e]]))
-    tokens.count_tokens("warm-up")  # may load the tokenizer (or model): once, no request's cost
-    with timing.measure("total", len(items)):
-        return builder.build(items, tokens)
+    return items
 
 
 _GEN_SCHEMA = pa.schema([
@@ -295,10 +323,16 @@ class GenerateInputs:
 class GenerateOp(OpTraits):
     """Answers in batch (``OFFLINE``); each answer's request latency (TTFT and the whole
     generation) is a per-query sample of ``generate``, part of the generated config's
-    end-to-end latency (``request_stages``)."""
+    end-to-end latency (``request_stages``). ``run_one`` answers one request's context,
+    timed as ``generate``, unmemoised (a memo would replay a stored latency as this one's);
+    ``on_text`` (a served request's op, never keyed) receives the answer piece by piece when
+    the generator streams, else in one piece; ``request_id`` (idem) names the generation
+    request (default: the query id, as in the batch)."""
 
     generator: Generator
     sampling: SamplingParams
+    on_text: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
+    request_id: str | None = field(default=None, compare=False, repr=False)
     stage: str = "generate"
     version: str = "1"
     phase: ClassVar[Phase] = Phase.OFFLINE
@@ -321,6 +355,25 @@ class GenerateOp(OpTraits):
 
     def load(self, directory: Path, inputs: GenerateInputs) -> list[Generation]:
         return load_generations(directory / GENERATIONS_FILE)
+
+    def run_one(self, inputs: GenerateInputs, query: OneQuery, timer: QueryTimer
+                ) -> list[Generation]:
+        gen = unmemoised(self.generator)
+        requests = [GenerationRequest(self.request_id or c.query_id, tuple(c.messages),
+                                      self.sampling) for c in inputs.contexts.contexts]
+        if not requests:  # a judged builder excluded the query: nothing to answer
+            return []
+        with timer.measure("generate"):
+            if self.on_text is not None and isinstance(gen, StreamingGenerator):
+                return [gen.stream(r, self.on_text) for r in requests]
+            out = gen.generate(requests)
+        if len(out) != len(requests):
+            raise RuntimeError(f"generator returned {len(out)} answers for {len(requests)}")
+        if self.on_text is not None:
+            for g in out:
+                if g.text:
+                    self.on_text(g.text)
+        return out
 
 
 @dataclass(frozen=True)

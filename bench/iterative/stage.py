@@ -38,6 +38,7 @@ from bench.iterative.supplied import SuppliedReformulations
 from bench.pipeline.lanes import ConfigKind, PlanState, lane
 from bench.pipeline.node import Node, OneQuery, OpTraits, Phase, QueryTimer
 from bench.retrieval.base import Hits, Pool, Retriever, order_key
+from bench.retrieval.search import DenseSearch
 from bench.retrieval.stage import RetrieveOp
 from bench.telemetry.base import TimingLog
 
@@ -83,12 +84,11 @@ class IterateOp(OpTraits):
         hits = inputs.pool.hits
         s, e = int(hits.offsets[q]), int(hits.offsets[q + 1])
         first = (hits.doc_idx[s:e], hits.scores[s:e], hits.chunks()[s:e])
-        depth = self.retriever.depth(len(inputs.chunks))
+        dense = DenseSearch.over(inputs.index.built, inputs.chunks, self.retriever,
+                                 self.query_params, id_key)
 
         def search(text: str) -> Ranking:
-            vec = encode_one_query(self.embedder, text)
-            res = inputs.index.built.search(vec, depth, self.query_params)
-            h = self.retriever.fold(res, inputs.chunks.doc_idx, id_key)
+            h, _ = dense(encode_one_query(self.embedder, text))
             return h.doc_idx, h.scores, h.chunks()
 
         def count_tokens(text: str) -> int:

@@ -10,14 +10,12 @@ from typing import Any, ClassVar
 from bench.chunking.base import ChunkTable
 from bench.data.base import Dataset
 from bench.lexical.base import BuiltLexicalIndex, LexicalIndex
+from bench.lexical.search import LEXICAL_STAGE, LexicalSearch
 from bench.pipeline.lanes import ConfigKind, PlanState, lane
 from bench.pipeline.node import Node, OneQuery, OpTraits, Phase, QueryTimer
-from bench.retrieval.base import Hits, Pool, fold_chunks, order_key
-from bench.retrieval.stage import FOLD_STAGE
+from bench.retrieval.base import Hits, Pool, order_key
+from bench.retrieval.search import FOLD_STAGE
 from bench.telemetry.base import TimingLog
-
-#: the latency stage of one lexical search
-LEXICAL_STAGE = "lexical"
 
 
 @dataclass(frozen=True)
@@ -74,23 +72,21 @@ class LexicalSearchOp(OpTraits):
     def write(self, inputs: LexicalSearchInputs, directory: Path, timing: TimingLog) -> None:
         built, chunks, dataset = inputs.index, inputs.chunks, inputs.data
         queries = [q.text for q in dataset.queries]
-        depth = self.lexical.depth(len(chunks))
+        search = LexicalSearch.over(built, chunks, self.lexical, order_key(dataset.doc_ids))
         with timing.measure("batch", len(queries)):
-            res = built.search(queries, depth)
+            res = search.search(queries)
         for q in dataset.queries:
             with timing.measure("query", 1, query_id=q.query_id):
-                built.search([q.text], depth)
-        hits = fold_chunks(res, chunks.doc_idx, order_key(dataset.doc_ids), k=self.lexical.k)
+                search.search([q.text])
+        hits = search.fold(res)
         hits.save(directory / "hits.parquet")
 
     def load(self, directory: Path, inputs: LexicalSearchInputs) -> Pool:
         return Pool(Hits.load(directory / "hits.parquet", len(inputs.data.queries)))
 
     def run_one(self, inputs: LexicalSearchInputs, query: OneQuery, timer: QueryTimer) -> Pool:
-        depth = self.lexical.depth(len(inputs.chunks))
-        res = timer.time(LEXICAL_STAGE, lambda: inputs.index.search([query.text], depth))
-        return Pool(timer.time(FOLD_STAGE, lambda: fold_chunks(
-            res, inputs.chunks.doc_idx, query.id_key, k=self.lexical.k)))
+        search = LexicalSearch.over(inputs.index, inputs.chunks, self.lexical, query.id_key)
+        return Pool(search.fold(search.search([query.text], timer), timer))
 
 
 def expand(s: PlanState) -> PlanState:

@@ -3,8 +3,9 @@
 After the run, one config (``capacity.config``: a config_id, or ``best_under_budget`` — the
 kept config with the best mean of the first metric over all queries) is driven by the
 closed-loop load generator (``bench.capacity.loadgen.run_levels``): request i runs query
-``i mod n``'s whole chain (query embedding, search, fold, fusion, filters, rerank: the same
-per-query chain the budget probe times, ``bench.pipeline.request.QueryChain``). Per level it
+``i mod n``'s whole request (query embedding, search, fold, fusion, filters, rerank — the
+per-query chain the budget probe times — and for a generated config its context and answer:
+``bench.pipeline.request.QueryChain(whole_request=True)``, what ``/v1/answer`` runs). Per level it
 records throughput and e2e p50/p95/p99 (and TTFT once a chain streams); the answer "N workers
 for T queries/s at p95 <= S ms" states the measurements and the linear scale-out assumption.
 Output: ``capacity/`` (capacity.json, capacity.md, capacity.png) in the run dir and a
@@ -67,7 +68,8 @@ def run_capacity(done: Executed, run_dir: Path) -> CapacityRun:
         return run_open_capacity(done, run_dir)
     i = choose_config(done, str(cap.config))
     spec = done.configs[i].spec
-    chain = QueryChain(spec.chain, done.executor, done.dataset, done.device)
+    # a generated config's whole request: retrieval, context, generation
+    chain = QueryChain(spec.chain, done.executor, done.dataset, done.device, whole_request=True)
     chain(0)  # warm-up: first-call costs are not load
     try:
         slo = Slo(budget_ms=float(cap.slo_budget_ms), attainment=float(cap.attainment))

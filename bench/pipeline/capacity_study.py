@@ -1,8 +1,10 @@
 """``capacity.load=open``: the capacity study of one config (``bench.capacity.study``),
 against its chain in a worker pool or against ``bench.serve`` processes of it.
 
-A request of query q: in process, the config's query-time chain for q (its answer: the
-ranked doc ids); served, ``POST /v1/retrieve {"query_id"}`` (a retrieval config) or
+A request of query q: in process, the config's whole request for q on the chain
+``/v1/answer`` runs (``QueryChain(whole_request=True)``: a retrieval config's query-time chain,
+its answer the ranked doc ids; a generated config's retrieval, context and generation, its
+answer the generated text); served, ``POST /v1/retrieve {"query_id"}`` (a retrieval config) or
 ``POST /v1/answer {"query_id", "stream": true}`` (a generated config, read as SSE). The
 served processes are started with the run's own overrides plus ``serve.config=<config_id>``
 (so they load the same cached index), on free ports, waited for with a bounded timeout and
@@ -34,9 +36,11 @@ from bench.capacity.report import lines, write_study
 from bench.capacity.study import LevelStore, Study, StudySettings, run_study, study_key
 from bench.config.schema import CapacityConfig
 from bench.errors import ConfigError
+from bench.generation.base import Generation
 from bench.pipeline.outcome import Executed
 from bench.pipeline.request import QueryChain
-from bench.retrieval.base import Pool
+from bench.retrieval.base import Pool, order_key
+from bench.retrieval.search import DenseSearch
 
 log = logging.getLogger("bench")
 
@@ -217,7 +221,10 @@ def run_open_capacity(done: Executed, run_dir: Path) -> CapacityRun:
     generated = spec.answers is not None
     backend: PoolBackend | HttpBackend
     if cap.target == "in_process":
-        chain = QueryChain(spec.chain, done.executor, done.dataset, done.device)
+        # a generated config's whole request (retrieval, context, generation), the path
+        # /v1/answer serves; any other config's query-time chain
+        chain = QueryChain(spec.chain, done.executor, done.dataset, done.device,
+                           whole_request=True)
         chain(0)  # warm-up: first-call costs are not load
         doc_ids = done.dataset.doc_ids
 
@@ -225,6 +232,8 @@ def run_open_capacity(done: Executed, run_dir: Path) -> CapacityRun:
             _, value = chain(q)
             if isinstance(value, Pool):  # the ranked documents of this one query
                 return " ".join(doc_ids[d] for d in value.hits.doc_idx)
+            if isinstance(value, list) and len(value) == 1 and isinstance(value[0], Generation):
+                return value[0].text if value[0].status == "ok" else None
             return None
 
         backend = PoolBackend(answer, n_queries=len(queries), workers=int(cap.workers),
@@ -365,12 +374,13 @@ class _Parts:
         ex, op = self.done.executor, self.retrieve.op
         built = ex.value(self.retrieve.input("index")).built
         vecs = np.asarray(ex.value(self.retrieve.input("queries")).vectors)
-        depth = op.retriever.depth(len(ex.value(self.retrieve.input("chunks"))))
+        chunks = ex.value(self.retrieve.input("chunks"))
+        search = DenseSearch.over(built, chunks, op.retriever, op.query_params,
+                                  order_key(self.done.dataset.doc_ids))
         kind = type(built).__name__
-        return Component("vector_db", f"one search of {kind} (k={depth}) through its client in "
-                         "the load generator's process",
-                         self._pool(lambda q: built.search(vecs[q:q + 1], depth,
-                                                           op.query_params),
+        return Component("vector_db", f"one search of {kind} (k={search.depth}) through its "
+                         "client in the load generator's process",
+                         self._pool(lambda q: search.search(vecs[q:q + 1]),
                                     f"vector search {kind}"), slo)
 
     def reranker(self, slo: dict[str, float]) -> Component | str:

@@ -13,7 +13,9 @@ pipeline needs to know about it — nothing about a stage is listed centrally:
 - ``request_stages``: stages of serving work an ``OFFLINE`` op does for every request but
   measures in its batch (context assembly, generation): their samples in a config's timings
   (per-query, or a whole-stage total shared evenly) count into that config's end-to-end
-  latency and cost, though the per-query chain (budget probe, capacity) does not run them;
+  latency and cost. One that also has ``run_one`` does that work for one request in a
+  whole-request chain (``bench.pipeline.request.QueryChain(whole_request=True)``: a served
+  answer, a capacity study); the budget probe's query-time chain does not run it;
 - ``latency_stages``: the per-query latency stages its ``run_one`` times (a query-time op);
   samples of these names in a config's timings add up to its end-to-end latency, a budget
   ceiling may name them, and a ceiling broken on one prunes the first node emitting it;
@@ -188,6 +190,9 @@ class StageOp(Protocol):
 
     @property
     def latency_stages(self) -> tuple[str, ...]: ...
+
+    @property
+    def request_stages(self) -> tuple[str, ...]: ...
 
     @property
     def work_stages(self) -> tuple[str, ...]: ...

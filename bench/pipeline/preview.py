@@ -16,10 +16,8 @@ from dataclasses import dataclass
 
 from bench.budget.base import Budget
 from bench.budget.chain import ChainBudget
-from bench.budget.latency import LatencyBudget
 from bench.cache.events import read_events
 from bench.cache.store import ArtifactStore, canonical_json, read_meta
-from bench.pipeline.lanes import ConfigKind
 from bench.pipeline.node import Node, Phase
 from bench.pipeline.plan import Plan, prune_node
 
@@ -90,16 +88,6 @@ def pruned_by(the_plan: Plan, budget: Budget | None) -> dict[str, tuple[str, ...
                                 ("max_cost_per_query", budget.max_cost_per_query)):
                 if limit is not None:
                     add(spec.leaf, f"budget.{name}")
-        elif isinstance(budget, LatencyBudget) and spec.kind is ConfigKind.DENSE:
-            # the legacy budget probes the dense search and prunes its retrieve node
-            search = next((n for n in spec.chain if n.stage == "retrieve"), None)
-            for name, limit in (("max_p50_ms", budget.max_p50_ms),
-                                ("max_p95_ms", budget.max_p95_ms),
-                                ("max_index_bytes", budget.max_index_bytes),
-                                ("max_rss_bytes", budget.max_rss_bytes),
-                                ("max_vram_bytes", budget.max_vram_bytes)):
-                if limit is not None and search is not None:
-                    add(search, f"budget.{name}")
     return {k: tuple(v) for k, v in out.items()}
 
 

@@ -9,9 +9,6 @@ breach prunes is a node KEY: the node of the stage that broke a stage ceiling (t
 search: every config below it goes too), or the config's own leaf for end-to-end, cost and
 VRAM ceilings. ``execute_config`` skips any config whose chain holds a pruned key.
 
-Other budgets (``bench.budget.latency.LatencyBudget``) get the probe's search samples of each
-dense config as a ``ProbeMeasurement``, as before.
-
 ``work_saved`` counts the plan nodes the run never resolved and estimates their seconds
 from the probe's per-query means of the stages each node's op spends per query
 (``work_stages``), x the queries it would have processed (``work_queries``).
@@ -27,16 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bench.budget.base import Budget, ProbeMeasurement
-from bench.budget.chain import BudgetCheck, ChainBudget
+from bench.budget.base import Budget
+from bench.budget.chain import BudgetCheck
 from bench.data.base import Dataset
 from bench.pipeline.executor import Executor
 from bench.pipeline.node import Node
-from bench.pipeline.plan import ConfigKind, ConfigSpec, Plan, prune_node
+from bench.pipeline.plan import ConfigSpec, Plan, prune_node
 from bench.pipeline.request import QueryChain
 from bench.rerank.stage import LATENCY_QUERIES
 from bench.telemetry.base import Telemetry, peak_vram, stage_records
-from bench.telemetry.basic import peak_rss_bytes
 
 if TYPE_CHECKING:
     from bench.pipeline.components import Components
@@ -124,7 +120,7 @@ def probe_configs(comps: Components, the_plan: Plan, executor: Executor, dataset
     if budget is None or not the_plan.configs:
         return ProbeOutcome({})
     t0 = time.perf_counter()
-    seed = budget.seed if isinstance(budget, ChainBudget) else 0
+    seed = budget.seed
     sample = probe_sample(len(dataset.queries), budget.probe_queries, seed)
     pruned: dict[str, str] = {}
     probes: dict[str, ConfigProbe] = {}
@@ -135,30 +131,17 @@ def probe_configs(comps: Components, the_plan: Plan, executor: Executor, dataset
             probes[spec.config_id] = ConfigProbe(spec.config_id, spec.label, {}, (), None, None,
                                                  (), f"pruned prefix: {prefix}", None, True)
             continue
-        if not isinstance(budget, ChainBudget) and spec.kind is not ConfigKind.DENSE:
-            continue  # the legacy budget ceilings the dense search only
         chain = QueryChain(spec.chain, executor, dataset, device)
         per, e2e, vram, measure = measure_chain(chain, sample, telemetry,
                                                 f"probe {spec.config_id}")
         stage_ms = {s: tuple(v) for s, v in per.items()}
-        if isinstance(budget, ChainBudget):
-            checks = tuple(budget.judge({s: np.asarray(v) for s, v in per.items()},
-                                        np.asarray(e2e), vram))
-            over = next((c for c in checks if c.over), None)
-            reason = None if over is None else over.describe()
-            if over is not None:
-                key = _prune_key(spec, over)
-                pruned[key] = reason or ""
-        else:
-            d = budget.check(ProbeMeasurement(
-                stage="retrieve", n_queries=len(sample),
-                query_latency_ms=tuple(per.get("retrieve", ())),
-                index_bytes=executor.value(the_plan.index).info.index_bytes,
-                peak_rss_bytes=peak_rss_bytes(), peak_vram_bytes=vram))
-            checks, over, reason, key = (), None, None if d.keep else d.reason, None
-            if not d.keep:
-                key = next(n for n in spec.chain if n.stage == "retrieve").key
-                pruned[key] = d.reason
+        checks = tuple(budget.judge({s: np.asarray(v) for s, v in per.items()},
+                                    np.asarray(e2e), vram))
+        over = next((c for c in checks if c.over), None)
+        reason = None if over is None else over.describe()
+        if over is not None:
+            key = _prune_key(spec, over)
+            pruned[key] = reason or ""
         probes[spec.config_id] = ConfigProbe(spec.config_id, spec.label, stage_ms, tuple(e2e),
                                              vram, measure, checks, reason, over, False,
                                              key if reason is not None else None)

@@ -27,12 +27,8 @@ from bench.pipeline.node import (
 )
 from bench.pipeline.statuses import merge_statuses
 from bench.retrieval.base import Hits, Pool, Retriever, order_key
+from bench.retrieval.search import FOLD_STAGE, RETRIEVE_STAGE, DenseSearch
 from bench.telemetry.base import StageTiming, TimingLog, stage_timer
-
-#: the stage name of folding chunk results into documents (a query-time stage of its own)
-FOLD_STAGE = "fold"
-#: the latency stage of the dense search itself
-RETRIEVE_STAGE = "retrieve"
 
 
 @dataclass(frozen=True)
@@ -80,10 +76,11 @@ class RetrieveOp(OpTraits):
             rows = [i for i, q in enumerate(qids) if q in lost]
             result.ids[rows] = -1
             result.scores[rows] = -np.inf
-        id_key = order_key(dataset.doc_ids)
+        search = DenseSearch.over(index.built, chunks, self.retriever, self.query_params,
+                                  order_key(dataset.doc_ids))
         # post-processing is its own stage: the search samples time the index alone
         with stage_timer() as elapsed:
-            hits = self.retriever.fold(result, chunks.doc_idx, id_key)
+            hits = search.fold(result)
         timing.samples.append(StageTiming(FOLD_STAGE, "total", len(dataset.queries), elapsed(),
                                           self.device))
         hits.save(directory / "hits.parquet")
@@ -100,17 +97,14 @@ class RetrieveOp(OpTraits):
                     status=read_incomplete(directory) or None)
 
     def run_one(self, inputs: RetrieveInputs, query: OneQuery, timer: QueryTimer) -> Pool:
-        depth = self.retriever.depth(len(inputs.chunks))
-        vec = np.asarray(inputs.queries.vectors)
-        res = timer.time(RETRIEVE_STAGE,
-                         lambda: inputs.index.built.search(vec, depth, self.query_params))
+        search = DenseSearch.over(inputs.index.built, inputs.chunks, self.retriever,
+                                  self.query_params, query.id_key)
+        res = search.search(np.asarray(inputs.queries.vectors), timer)
         if res.incomplete:  # one request, no answer: the caller (a served chain) fails it
             raise ServiceError(f"index {type(inputs.index.built).__name__}: the search was "
                                f"not answered ({res.incomplete[0]}); the log names the "
                                "endpoint")
-        hits = timer.time(FOLD_STAGE, lambda: self.retriever.fold(res, inputs.chunks.doc_idx,
-                                                                  query.id_key))
-        return Pool(hits, res)
+        return Pool(search.fold(res, timer), res)
 
 
 #: label of the exact reference pool added by ``generation.exact_reference``

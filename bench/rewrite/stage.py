@@ -43,10 +43,11 @@ from bench.embedding.stage import Embeddings
 from bench.generation.base import Generation, Generator
 from bench.index.stage import IndexArtifact
 from bench.lexical.base import LexicalIndex, WeightedLexicalIndex
-from bench.lexical.stage import LEXICAL_STAGE
+from bench.lexical.search import LEXICAL_STAGE, LexicalSearch
 from bench.pipeline.lanes import ConfigKind, PlanState, lane
 from bench.pipeline.node import Node, OneQuery, OpTraits, Phase, QueryTimer
-from bench.retrieval.base import Hits, Pool, Retriever, fold_chunks, order_key, trec_order
+from bench.retrieval.base import Hits, Pool, Retriever, order_key, trec_order
+from bench.retrieval.search import DenseSearch
 from bench.retrieval.stage import FOLD_STAGE, RETRIEVE_STAGE, RetrieveOp
 from bench.rewrite.base import VectorRewriter
 from bench.rewrite.bo1 import Bo1Rewriter, CollectionStats
@@ -178,20 +179,18 @@ class _Expands(Protocol):
 def _search_expanded(op: _Expands, inputs: Any, timing: TimingLog) -> Pool:
     """Every query expanded by ``op`` and searched again on the same lexical index."""
     ds = inputs.data
+    search = LexicalSearch.over(inputs.index, inputs.chunks, op.lexical, order_key(ds.doc_ids))
     with timing.measure("total", len(ds.queries)):
         weighted = [op.expansion(inputs, q, query.text) for q, query in enumerate(ds.queries)]
-        res = inputs.index.search_weighted(weighted, op.lexical.depth(len(inputs.chunks)))
-        hits = fold_chunks(res, inputs.chunks.doc_idx, order_key(ds.doc_ids), k=op.lexical.k)
+        hits = search.fold(search.search_weighted(weighted))
     return Pool(hits)
 
 
 def _search_expanded_one(op: _Expands, inputs: Any, query: OneQuery, timer: QueryTimer
                          ) -> Pool:
     weighted = timer.time(REWRITE_STAGE, lambda: op.expansion(inputs, 0, query.text))
-    res = timer.time(LEXICAL_STAGE, lambda: inputs.index.search_weighted(
-        [weighted], op.lexical.depth(len(inputs.chunks))))
-    return Pool(timer.time(FOLD_STAGE, lambda: fold_chunks(
-        res, inputs.chunks.doc_idx, query.id_key, k=op.lexical.k)))
+    search = LexicalSearch.over(inputs.index, inputs.chunks, op.lexical, query.id_key)
+    return Pool(search.fold(search.search_weighted([weighted], timer), timer))
 
 
 # -- Bo1 on the lexical lane ------------------------------------------------------------------
@@ -321,9 +320,9 @@ def rewrite_tokens(chain: Sequence[Any], dataset: Dataset, query_ids: Sequence[s
 
 def _unmemoised(g: Generator) -> Generator:
     # a served request generates: the memo would replay a stored latency as this one's
-    from bench.generation.memo import MemoGenerator
+    from bench.generation.memo import unmemoised
 
-    return g.inner if isinstance(g, MemoGenerator) else g
+    return unmemoised(g)
 
 
 @dataclass(frozen=True)
@@ -505,11 +504,8 @@ class MultiQuerySearchOp(OpTraits):
         vecs = timer.time(REWRITE_STAGE, lambda: _encode(self.embedder, texts))
         if self.rewriter.include_original or not len(vecs):
             vecs = np.vstack([query_vec[None, :], vecs])
-        depth = self.retriever.depth(len(inputs.chunks))
-        res = timer.time(RETRIEVE_STAGE, lambda: inputs.index.built.search(
-            vecs, depth, self.query_params))
-        folded = timer.time(FOLD_STAGE, lambda: self.retriever.fold(
-            res, inputs.chunks.doc_idx, id_key))
+        folded, _ = DenseSearch.over(inputs.index.built, inputs.chunks, self.retriever,
+                                     self.query_params, id_key)(vecs, timer)
         ranks = [folded.take(np.asarray([0, e - s]), np.arange(s, e))
                  for s, e in zip(folded.offsets[:-1].tolist(), folded.offsets[1:].tolist(),
                                  strict=True)]

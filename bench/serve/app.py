@@ -387,17 +387,17 @@ def create_app(service: Service, settings: ServeSettings, state: ServerState, *,
             q = service.query(text=body.query, query_id=body.query_id, roles=body.roles,
                               tenant=body.tenant, request_id=rid)
             t_ret = time.time_ns()
-            r = service.retrieve(q, k=body.k, include_text=body.include_text)
-            emit("retrieval", {"request_id": rid, "query_id": r.query_id,
-                               "hits": _hits_json(r), "timings_ms": r.timings_ms})
-            ctx, ctx_ms = service.context(r, q)
-            req = service.answer_request(ctx, sampling, rid)
-            t_gen = time.time_ns()
-            gen = generate(service, req, lambda t: emit("token", {"text": t}))
+            a = service.answer(
+                q, sampling, request_id=rid, k=body.k, include_text=body.include_text,
+                on_retrieved=lambda r: emit("retrieval", {
+                    "request_id": rid, "query_id": r.query_id, "hits": _hits_json(r),
+                    "timings_ms": r.timings_ms}),
+                on_text=lambda t: emit("token", {"text": t}))
             if tracer is not None:
                 from bench.traces.otel import RequestSpans
 
-                end = time.time_ns()
+                end, r, gen, t_gen = (time.time_ns(), a.retrieved, a.generation,
+                                      a.generate_start_ns)
                 tracer.record(RequestSpans(
                     "/v1/answer", rid, request.state.t0_ns, end, q.text, _span_docs(r), t_ret,
                     tuple(r.timings_ms.items()), top_k=body.k, tenant=q.tenant,
@@ -406,8 +406,7 @@ def create_app(service: Service, settings: ServeSettings, state: ServerState, *,
                     generate_end_ns=t_gen + int(gen.e2e_ms * 1e6),
                     input_tokens=gen.prompt_tokens, output_tokens=gen.output_tokens,
                     ttft_ms=gen.ttft_ms, error=None if gen.status == "ok" else gen.error))
-            return Answered(r, ctx, gen, {**r.timings_ms, "context": ctx_ms,
-                                          "generate": gen.e2e_ms})
+            return a
 
         def done_body(a: Answered, queue_ms: float) -> dict[str, Any]:
             total = (time.perf_counter() - request.state.t0) * 1000.0

@@ -10,6 +10,11 @@ the way a run builds them when absent — and warms the chain up with one query,
 request pays no model load. Nothing here is specific to a stage: a request runs the ops'
 ``run_one`` chain (``bench.pipeline.request.QueryChain.serve``).
 
+``Service.answer`` runs the config's WHOLE request on one chain (``QueryChain(whole_request=
+True)``): retrieval, then the context op's and the generate op's own ``run_one`` — the path a
+capacity study in process times — with the request's sampling and token stream given to a
+per-request copy of the generate op.
+
 Each call returns typed records with the server-side milliseconds of every latency stage
 (``timings_ms``), which the HTTP layer puts in the body and the ``Server-Timing`` header.
 """
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,19 +31,18 @@ import numpy as np
 from omegaconf import DictConfig
 
 from bench.chunking.base import ChunkTable
-from bench.context.base import Context, ContextBuilder, JudgedContextBuilder
+from bench.context.base import Context, JudgedContextBuilder
 from bench.data.base import Dataset, Query
 from bench.embedding.base import Embedder
 from bench.errors import ConfigError
-from bench.generation.base import Generation, GenerationRequest, Generator, SamplingParams
-from bench.generation.stage import ContextOp, GenerateOp, build_contexts
+from bench.generation.base import Generation, Generator, SamplingParams
+from bench.generation.stage import ContextOp, Contexts, GenerateOp
 from bench.pipeline.lanes import ConfigKind, ConfigSpec
 from bench.pipeline.node import Node
 from bench.pipeline.request import QueryChain
 from bench.rerank.base import Reranker
 from bench.rerank.stage import passages
 from bench.retrieval.base import Pool
-from bench.telemetry.base import TimingLog
 
 log = logging.getLogger("bench")
 
@@ -85,7 +89,11 @@ class Answered:
     retrieved: Retrieved
     context: Context
     generation: Generation
+    #: server-side milliseconds per stage of the whole request (retrieval's, context,
+    #: generate)
     timings_ms: dict[str, float]
+    #: wall clock (ns since the epoch) when generation began
+    generate_start_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -158,7 +166,8 @@ class Service:
     def __init__(self, *, spec: ConfigSpec, chain: Callable[[], QueryChain], dataset: Dataset,
                  embedder: Embedder, reranker: Reranker | None,
                  generator: Generator | None, answer_nodes: tuple[Node, Node] | None,
-                 executor: Any, device: str) -> None:
+                 executor: Any, device: str,
+                 answer_chain: Callable[[], QueryChain] | None = None) -> None:
         self.spec = spec
         self.dataset = dataset
         self.embedder = embedder
@@ -166,6 +175,8 @@ class Service:
         self.generator = generator
         self.device = device
         self._make_chain = chain
+        self._make_answer_chain = answer_chain
+        self._answer_chain: QueryChain | None = None
         self._answer_nodes = answer_nodes
         self._executor = executor
         self._chain: QueryChain | None = None
@@ -181,8 +192,10 @@ class Service:
         self._chunks = self._executor.value(self._chunk_node())
         if self.dataset.queries:
             self._chain.serve(self.dataset.queries[0])
-        if self.generator is not None and self._answer_nodes is not None:
-            self.generator.count_tokens("warm-up")  # tokenizer load: no request's cost
+        if self._make_answer_chain is not None:
+            self._answer_chain = self._make_answer_chain()
+            if self.generator is not None:
+                self.generator.count_tokens("warm-up")  # tokenizer load: no request's cost
         self.load_s = time.perf_counter() - t0
 
     def _chunk_node(self) -> Node:
@@ -220,6 +233,11 @@ class Service:
                  include_text: bool = False) -> Retrieved:
         assert self._chain is not None and self._chunks is not None, "Service.load() first"
         ms, value = self._chain.serve(query)
+        return self._retrieved(query, value, ms, k=k, include_text=include_text)
+
+    def _retrieved(self, query: Query, value: Any, ms: Mapping[str, float], *, k: int | None,
+                   include_text: bool) -> Retrieved:
+        assert self._chunks is not None, "Service.load() first"
         pool = value if isinstance(value, Pool) else None
         if pool is None:
             raise RuntimeError(f"config {self.spec.label}: the chain's last query-time value "
@@ -250,19 +268,41 @@ class Service:
         return Reranked(np.asarray(scores, dtype=np.float32),
                         {"rerank": (time.perf_counter() - t0) * 1e3})
 
-    def context(self, retrieved: Retrieved, query: Query) -> tuple[Context, float]:
-        """The prompt of the served config's context builder for this request, and its ms."""
-        assert self._answer_nodes is not None and self._chunks is not None
-        ctx_node, _ = self._answer_nodes
-        op = ctx_node.op
-        assert isinstance(op, ContextOp) and not isinstance(op.builder, JudgedContextBuilder)
-        builder: ContextBuilder = op.builder
-        one = Dataset(self.dataset.name, self.dataset.documents, (query,),
-                      fingerprint=self.dataset.fingerprint)
-        timing = TimingLog("context")
-        built = build_contexts(builder, op.generator, retrieved.pool, self._chunks, one,
-                               (query.query_id,), timing)
-        return built[0], sum(t.wall_ms for t in timing.samples)
+    def answer(self, query: Query, sampling: SamplingParams, *, request_id: str,
+               k: int | None = None, include_text: bool = False,
+               on_retrieved: Callable[[Retrieved], None] | None = None,
+               on_text: Callable[[str], None] | None = None) -> Answered:
+        """The whole request on the config's chain: retrieval, its context, its answer under
+        ``sampling`` (``on_text`` receives the answer as it is decoded). ``on_retrieved``
+        gets the hits (and the retrieval's milliseconds) before the context is built.
+        ``generate_start_ns`` of the result: when generation began (wall clock)."""
+        assert self._answer_chain is not None and self._answer_nodes is not None, \
+            "Service.load() first (and a generated config)"
+        ctx_node, gen_node = self._answer_nodes
+        gop = gen_node.op
+        assert isinstance(gop, GenerateOp)
+        seen: dict[str, Any] = {}
+
+        def on_value(node: Node, value: Any, ms: Mapping[str, float]) -> None:
+            if node.key == self.spec.pool_node.key:
+                seen["retrieved"] = self._retrieved(query, value, ms, k=k,
+                                                    include_text=include_text)
+                if on_retrieved is not None:
+                    on_retrieved(seen["retrieved"])
+            elif node.key == ctx_node.key:
+                seen["contexts"] = value
+                seen["generate_start_ns"] = time.time_ns()
+
+        ms, gens = self._answer_chain.serve(
+            query, ops={gen_node.key: replace(gop, sampling=sampling, on_text=on_text,
+                                              request_id=request_id)},
+            on_value=on_value)
+        contexts: Contexts = seen["contexts"]
+        if len(gens) != 1 or len(contexts.contexts) != 1:
+            raise RuntimeError(f"config {self.spec.label}: {len(contexts.contexts)} contexts "
+                               f"and {len(gens)} answers for one request")
+        return Answered(seen["retrieved"], contexts.contexts[0], gens[0], dict(ms),
+                        int(seen["generate_start_ns"]))
 
     def sampling(self, *, max_tokens: int | None, temperature: float | None,
                  top_p: float | None, seed: int | None) -> SamplingParams:
@@ -275,10 +315,6 @@ class Service:
                               else temperature,
                               top_p=base.top_p if top_p is None else top_p,
                               seed=base.seed if seed is None else seed)
-
-    def answer_request(self, context: Context, sampling: SamplingParams,
-                       request_id: str) -> GenerationRequest:
-        return GenerationRequest(request_id, tuple(context.messages), sampling)
 
     def close(self) -> None:
         if self.generator is not None:
@@ -306,9 +342,15 @@ def prepare_service(cfg: DictConfig) -> tuple[Service, ServeSettings]:
     def chain() -> QueryChain:
         return QueryChain(pool_chain, p.executor, p.dataset, p.device)
 
+    def answer_chain() -> QueryChain:
+        assert spec.answers is not None
+        return QueryChain(spec.answers.ancestors(), p.executor, p.dataset, p.device,
+                          whole_request=True)
+
     log.info("serve: config %s %s (%s), chain %s", spec.config_id, spec.label, spec.kind,
              " > ".join(n.stage for n in pool_chain))
     return Service(spec=spec, chain=chain, dataset=p.dataset, embedder=p.comps.embedder,
                    reranker=p.comps.reranker,
                    generator=p.comps.generator,
-                   answer_nodes=answer_nodes, executor=p.executor, device=p.device), settings
+                   answer_nodes=answer_nodes, executor=p.executor, device=p.device,
+                   answer_chain=None if answer_nodes is None else answer_chain), settings

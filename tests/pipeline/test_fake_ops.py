@@ -139,6 +139,58 @@ def test_the_per_query_loop_runs_query_ops_and_skips_offline_ones(tmp_path: Path
     assert chain.request(3).e2e_ms > 0.0  # request i is query i mod n
 
 
+@dataclass(frozen=True)
+class AnswerInputs:
+    echoed: list[str]
+
+
+@dataclass(frozen=True)
+class Answer(OpTraits):
+    """Offline, but work every request pays (``request_stages``), with a ``run_one``: the
+    generation stage's shape."""
+
+    suffix: str = "!"
+    stage: str = "answer"
+    version: str = "1"
+    phase: ClassVar[Phase] = Phase.OFFLINE
+    request_stages: ClassVar[tuple[str, ...]] = ("answer",)
+    Inputs: ClassVar[type] = AnswerInputs
+
+    def params(self) -> Mapping[str, Any]:
+        return {}
+
+    def run(self, inputs: AnswerInputs, timing: TimingLog) -> list[str]:
+        return [e + self.suffix for e in inputs.echoed]
+
+    def run_one(self, inputs: AnswerInputs, query: OneQuery, timer: QueryTimer) -> list[str]:
+        with timer.measure("answer"):
+            return [e + self.suffix for e in inputs.echoed]
+
+
+def test_a_whole_request_chain_runs_the_request_ops_too(tmp_path: Path) -> None:
+    data, count, echo, _ = _graph()
+    answer = Node.of(Answer(), "answer", echoed=echo)
+    judge = Node.of(Measure(), "judge", data=data)  # evaluation after it: no request's work
+    ex = Executor(ArtifactStore(tmp_path), BasicTelemetry(), "cpu")
+    nodes = [data, count, echo, answer, judge]
+    probe = QueryChain(nodes, ex, data.op.value, "cpu")
+    times, value = probe(0)
+    assert value == ["x:zero:3"] and set(times) == {"echo"} and probe.last is echo
+    whole = QueryChain(nodes, ex, data.op.value, "cpu", whole_request=True)
+    times, value = whole(0)
+    assert value == ["x:zero:3!"] and set(times) == {"echo", "answer"} and whole.last is answer
+    assert ex.value(answer) == ["x:zero:3!", "x:one:3!"]  # the batch rows it agrees with
+    # one request's own op for a node (a served request's sampling), and each value as it comes
+    seen: list[tuple[str, object, tuple[str, ...]]] = []
+    times, value = whole.serve(Query("new", "new text"), ops={answer.key: Answer("?")},
+                               on_value=lambda n, v, ms: seen.append((n.label, v, tuple(ms))))
+    assert value == ["x:new text:3?"]
+    assert [(lbl, v) for lbl, v, _ in seen if lbl in ("echo", "answer", "judge")] == [
+        ("echo", ["x:new text:3"]), ("answer", ["x:new text:3?"]), ("judge", None)]
+    assert dict((lbl, ms) for lbl, _, ms in seen)["echo"] == ("echo",)  # ms so far
+    assert whole(0)[1] == ["x:zero:3!"]  # the swap was that request's only
+
+
 def expand_root(s: PlanState) -> PlanState:
     d = s.dataset
     return s.with_nodes(data=Node(ValueOp("data", d), (), "data", root_key=d.fingerprint))

@@ -197,3 +197,94 @@ def test_a_routed_request_runs_the_chosen_route_only(batch: dict[str, Any]) -> N
         assert "route" in ms and ("iterate" in ms) == (route == "iterative"), (route, ms)
         assert "rerank" not in ms and "lexical" not in ms
     assert seen == {"one_shot", "iterative"}  # the shipped rules never choose none
+
+
+#: generated configs (the scripted echo generator of test_generation_plan): a budgeted
+#: context over a hybrid pool, and the judged gold-position probe (one context per position)
+GENERATED = ["dataset=synthetic", "generator._target_=test_generation_plan.EchoGenerator",
+             "generation.max_queries=6", "lexical=bm25", "fusion=rrf",
+             "metrics.bootstrap_resamples=200"]
+
+
+@pytest.fixture(scope="module", params=["context=budgeted", "context=gold_position"])
+def generated_batch(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                    ) -> dict[str, Any]:
+    """The run's own plan (with its generation settings: ``bench.pipeline.run.prepare``),
+    every config resolved."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from bench.app import CONF_DIR
+    from bench.config.schema import register
+    from bench.pipeline.run import prepare
+
+    register()
+    cache = tmp_path_factory.mktemp("generated")
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", return_hydra_config=True,
+                      overrides=[*GENERATED, str(request.param), f"cache_dir={cache}"])
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    p = prepare(cfg)
+    for c in p.plan.configs:
+        p.executor.resolved(c.leaf)
+    return {"plan": p.plan, "executor": p.executor, "dataset": p.dataset}
+
+
+def test_a_whole_request_gives_the_batch_context_and_answer(generated_batch: dict[str, Any]
+                                                            ) -> None:
+    """Retrieval, context and generation of one request on one chain (what /v1/answer and an
+    in-process capacity study run): each answered query's context and answer are the batch
+    run's, and the request times its context and generation."""
+    from bench.generation.stage import ContextOp, Contexts, GenerateOp
+
+    the_plan, ex, ds = (generated_batch["plan"], generated_batch["executor"],
+                        generated_batch["dataset"])
+    generated = [c for c in the_plan.configs if c.answers is not None]
+    assert generated
+    by_id = {q.query_id: q for q in ds.queries}
+    n_checked = 0
+    seen: dict[str, Any] = {}
+    for spec in generated:
+        ctx_node = spec.answers.input("contexts")
+        assert isinstance(ctx_node.op, ContextOp) and isinstance(spec.answers.op, GenerateOp)
+        batch_ctx: Contexts = ex.value(ctx_node)
+        batch_gen = {g.request_id: g for g in ex.value(spec.answers)}
+        chain = QueryChain(spec.chain, ex, ds, "cpu", whole_request=True)
+        assert chain.last is spec.answers  # the judge after it is no request's work
+        for c in batch_ctx.contexts:
+            seen.clear()
+            ms, gens = chain.serve(by_id[c.query_id],
+                                   on_value=lambda n, v, _ms: seen.__setitem__(n.key, v))
+            one: Contexts = seen[ctx_node.key]
+            assert len(one.contexts) == 1 and len(gens) == 1
+            got = one.contexts[0]
+            assert got.messages == c.messages, (spec.label, c.query_id)
+            assert [(p.doc_id, p.chunk_idx, p.rank, p.truncated) for p in got.passages] == \
+                [(p.doc_id, p.chunk_idx, p.rank, p.truncated) for p in c.passages]
+            assert (got.n_tokens, got.n_candidates, got.n_dropped) == \
+                (c.n_tokens, c.n_candidates, c.n_dropped)
+            want = batch_gen[c.query_id]
+            assert (gens[0].text, gens[0].status, gens[0].prompt_tokens,
+                    gens[0].output_tokens) == (want.text, want.status, want.prompt_tokens,
+                                               want.output_tokens)
+            # every stage of the request is timed, retrieval's and the two request ops'
+            assert set(ms) == {s for n in spec.chain if n.phase is Phase.QUERY
+                               for s in n.op.latency_stages} | {"context", "generate"}
+            if batch_ctx.placements:  # a judged builder places the gold as in the batch
+                assert one.placements == tuple(p for p in batch_ctx.placements
+                                               if p.query_id == c.query_id)
+            n_checked += 1
+    assert n_checked >= 6
+
+
+def test_the_probe_chain_stops_before_the_request_ops(generated_batch: dict[str, Any]) -> None:
+    """Without ``whole_request`` a generated config's chain is its retrieval alone (the
+    budget probe's unit): no context, no generation."""
+    the_plan, ex, ds = (generated_batch["plan"], generated_batch["executor"],
+                        generated_batch["dataset"])
+    spec = next(c for c in the_plan.configs if c.answers is not None)
+    ms, value = QueryChain(spec.chain, ex, ds, "cpu")(0)
+    assert isinstance(value, Pool) and not {"context", "generate"} & set(ms)

@@ -165,10 +165,11 @@ def _run_with(cache: Path, run_dir: Path, *extra: str) -> RunResult:
 
 def test_budget_prunes_and_counts(first_run: tuple[RunResult, Path], tmp_path: Path) -> None:
     _, cache = first_run
-    res = _run_with(cache, tmp_path, "budget=latency", "budget.max_p95_ms=0.000001",
-                    "budget.probe_queries=5")
+    res = _run_with(cache, tmp_path, "budget=latency",
+                    "budget.max_stage_p95_ms.retrieve=0.000001", "budget.probe_queries=5")
     configs = pq.read_table(tmp_path / "configs.parquet").to_pylist()
-    assert len(configs) == 1 and configs[0]["pruned_reason"].startswith("retrieve p95")
+    assert len(configs) == 1
+    assert configs[0]["pruned_reason"].startswith("stage_p95_ms[retrieve]")
     # pruned configs stay in every table: summary rows with n = 0, no mean, all pruned
     summary = pq.read_table(tmp_path / "summary.parquet").to_pylist()
     assert summary and all(r["n"] == 0 and r["mean"] is None for r in summary)

@@ -6,8 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from bench.app import CONF_DIR
 from bench.budget.chain import ChainBudget
-from bench.budget.latency import LatencyBudget
 from bench.cache.store import ArtifactStore
 from bench.pipeline.components import build_components
 from bench.pipeline.executor import Executor
@@ -50,6 +53,8 @@ def test_costs_come_from_the_stores_log_and_budgets_name_the_node_they_prune(
                                      "budget.max_e2e_p95_ms")
     assert chain[bm25.leaf.key] == ("budget.max_stage_p95_ms.lexical", "budget.max_e2e_p95_ms")
     assert len(chain) == 2
-    # the legacy budget probes the dense search alone
-    assert pruned_by(p, LatencyBudget(max_p95_ms=1.0)) == {dense.leaf.key: ("budget.max_p95_ms",)}
+    # budget=latency: the same chain budget with the search ceiling alone
+    latency = instantiate(OmegaConf.load(Path(CONF_DIR) / "budget" / "latency.yaml"))
+    assert isinstance(latency, ChainBudget) and latency.max_stage_p95_ms == {"retrieve": 50.0}
+    assert pruned_by(p, latency) == {dense.leaf.key: ("budget.max_stage_p95_ms.retrieve",)}
     assert pruned_by(p, None) == {}
