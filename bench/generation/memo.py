@@ -31,6 +31,7 @@ from pathlib import Path
 
 from bench.cache.store import ArtifactStore, make_key
 from bench.generation.base import Generation, GenerationRequest, Generator
+from bench.generation.files import load_generations, save_generations
 
 log = logging.getLogger("bench")
 
@@ -167,8 +168,6 @@ class MemoGenerator:
         self._mem[key] = gen
         if self.store is None:
             return
-        from bench.generation.stage import save_generations
-
         def write(tmp: Path) -> None:
             save_generations([gen], tmp / _FILE)
 
@@ -190,8 +189,6 @@ class MemoGenerator:
 
 
 def _load(path: Path) -> Generation:
-    from bench.generation.stage import load_generations
-
     (gen,) = load_generations(path / _FILE)
     return gen
 

@@ -28,8 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from bench.chunking.base import ChunkTable, chunk_text_field
 from bench.context.base import (
@@ -56,6 +54,7 @@ from bench.generation.base import (
     StreamingGenerator,
     generator_name,
 )
+from bench.generation.files import load_generations, save_generations
 from bench.generation.memo import unmemoised
 from bench.generation.sweep import SweepMember
 from bench.pipeline.lanes import ConfigKind, ConfigSpec, PlanState, config_id_of
@@ -291,27 +290,6 @@ def context_items(builder: ContextBuilder, pool: Pool, chunks: ChunkTable, datas
             [int(c) for c in hits.chunks()[s:e]], texts,
             [float(x) for x in hits.scores[s:e]]))
     return items
-
-
-_GEN_SCHEMA = pa.schema([
-    pa.field("request_id", pa.string()), pa.field("text", pa.string()),
-    pa.field("status", pa.string()), pa.field("finish_reason", pa.string()),
-    pa.field("prompt_tokens", pa.int64()), pa.field("output_tokens", pa.int64()),
-    pa.field("ttft_ms", pa.float64()), pa.field("tpot_ms", pa.float64()),
-    pa.field("e2e_ms", pa.float64()), pa.field("itl_ms", pa.list_(pa.float64())),
-    pa.field("error", pa.string()), pa.field("attempts", pa.int64()),
-])
-
-
-def save_generations(gens: Sequence[Generation], path: Path) -> None:
-    cols = {f.name: [getattr(g, f.name) for g in gens] for f in _GEN_SCHEMA}
-    cols["itl_ms"] = [list(g.itl_ms) for g in gens]
-    pq.write_table(pa.table(cols, schema=_GEN_SCHEMA), path)
-
-
-def load_generations(path: Path) -> list[Generation]:
-    rows = pq.read_table(path).cast(_GEN_SCHEMA).to_pylist()
-    return [Generation(**{**r, "itl_ms": tuple(r["itl_ms"] or ())}) for r in rows]
 
 
 @dataclass(frozen=True)
