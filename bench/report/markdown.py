@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.capacity.base import CapacityRun
 from bench.config.build import OptionError
 from bench.metrics.pairing import paired
 from bench.metrics.stats import paired_compare
@@ -541,10 +542,11 @@ def _registered(r: RunReport) -> list[str]:
 
 
 def _capacity(r: RunReport) -> list[str]:
+    return capacity_section(r.capacity) if r.capacity is not None else list(r.capacity_lines)
+
+
+def capacity_section(cap: CapacityRun) -> list[str]:
     """The sizing answer of a capacity run (its levels, plot and JSON: ``capacity/``)."""
-    cap = r.capacity
-    if cap is None:
-        return []
     from bench.capacity.loadgen import capacity_lines
 
     if cap.load == "open":
