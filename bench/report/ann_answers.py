@@ -92,10 +92,6 @@ def _mean(rows: Sequence[SummaryRow], metric: str) -> Mean:
     return Mean(None, None, None, 0) if r is None else Mean(r.mean, r.ci_low, r.ci_high, r.n)
 
 
-def _num(v: float | None, digits: int = 3, sign: str = "") -> str:
-    return num(v, digits, sign)
-
-
 def _cell(m: Mean) -> str:
     if m.mean is None:
         return "-"
@@ -125,10 +121,10 @@ def table(rows: Sequence[AnswerCostRow], *, with_jobs: bool) -> list[str]:
     for r in rows:
         cells = [r.jobs] if with_jobs else []
         ann = ("1 (exact)" if r.is_reference and r.ann_recall is None
-               else _num(r.ann_recall, 3))
+               else num(r.ann_recall, 3))
         cells += [f"{r.label} `{r.config_id}`", ann]
         if answered:
-            cells.append(_num(r.ann_recall_answered, 3))
+            cells.append(num(r.ann_recall_answered, 3))
         f1, fa = r.answers["token_f1"], r.answers["faithfulness"]
         d_f1, p_f1 = _delta(r.deltas.get("token_f1"), r.is_reference)
         d_fa, p_fa = _delta(r.deltas.get("faithfulness"), r.is_reference)

@@ -184,10 +184,11 @@ def write_sweep_report(sweep_dir: Path, *, metric: str = "ndcg@10",
               f"{r['mean']:.4f} [{r['ci_low']:.4f}, {r['ci_high']:.4f}]")
         lines.append(
             f"| {r['job']} | `{r['overrides']}` | {r['label']} | {ci} | {r['n']} | "
-            f"{_f(r['recall_at_100'], 4)} | {_f(r['ann_recall_at_10'], 4)} | {_f(r['qps'], 0)} | "
-            f"{_f(r['p95_ms'], 2)} | {_e2e(r)} | "
-            f"{_f(None if r['index_bytes'] is None else r['index_bytes'] / 2**20, 1)} | "
-            f"{_f(r['build_s'], 2)} | {_MARK.get(r['front_status'], '')} |")
+            f"{num(r['recall_at_100'], 4)} | {num(r['ann_recall_at_10'], 4)} | "
+            f"{num(r['qps'], 0)} | "
+            f"{num(r['p95_ms'], 2)} | {_e2e(r)} | "
+            f"{num(None if r['index_bytes'] is None else r['index_bytes'] / 2**20, 1)} | "
+            f"{num(r['build_s'], 2)} | {_MARK.get(r['front_status'], '')} |")
     answer_rows = ann_answers.sweep_rows(sweep_dir, sorted({r["job"] for r in rows},
                                                           key=lambda j: (len(j), j)))
     lines += ann_answers.sweep_section(answer_rows)
@@ -242,16 +243,12 @@ _MEANING = {0: "every job finished", 3: "a release gate failed",
 
 def _e2e(r: dict[str, Any]) -> str:
     if r["e2e_p95_ms"] is None or r["e2e_p95_ci_low"] is None:
-        return _f(r["e2e_p95_ms"], 2)
+        return num(r["e2e_p95_ms"], 2)
     return f"{r['e2e_p95_ms']:.2f} [{r['e2e_p95_ci_low']:.2f}, {r['e2e_p95_ci_high']:.2f}]"
 
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _f(v: float | None, digits: int) -> str:
-    return num(v, digits)
 
 
 def _plot(rows: list[dict[str, Any]], path: Path, metric: str) -> Path | None:
