@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from bench.config.schema import GateConfig
 from bench.pipeline.gates import GateResult
+from bench.report.fmt import num
 from bench.results.records import ConfigRow
 
 if TYPE_CHECKING:
@@ -47,10 +48,6 @@ class GateCase:
     properties: tuple[tuple[str, str], ...] = ()
 
 
-def _fmt(v: float | None) -> str:
-    return "-" if v is None else f"{v:.6g}"
-
-
 def _bound_text(gate: GateConfig) -> str:
     parts = []
     if gate.min is not None:
@@ -67,7 +64,7 @@ def result_cases(results: Sequence[GateResult], pruned: Sequence[ConfigRow],
     gate x config the budget pruned."""
     out = [GateCase(THRESHOLD, f"{THRESHOLD}.{r.config_id}", f"{r.metric}[{r.scope}]",
                     "passed" if r.passed else "failed", "" if r.passed else r.line,
-                    (("value", _fmt(r.value)), ("label", r.label), ("result", r.line)))
+                    (("value", num(r.value, spec=".6g")), ("label", r.label), ("result", r.line)))
            for r in results]
     for gate in gates:
         for c in pruned:
@@ -88,9 +85,12 @@ def regression_cases(outcome: RegressionOutcome) -> list[GateCase]:
         name = f"{c.metric}[{c.scope}] {c.rule}"
         bound = None if c.budget is None else -c.budget
         props: tuple[tuple[str, str], ...] = (
-            ("value", _fmt(c.judged)), ("bound", _fmt(bound)), ("margin", _fmt(c.margin)),
-            ("baseline_mean", _fmt(c.baseline_mean)), ("current_mean", _fmt(c.current_mean)),
-            ("delta", _fmt(c.delta)), ("ci_low", _fmt(c.ci_low)), ("ci_high", _fmt(c.ci_high)),
+            ("value", num(c.judged, spec=".6g")), ("bound", num(bound, spec=".6g")),
+            ("margin", num(c.margin, spec=".6g")),
+            ("baseline_mean", num(c.baseline_mean, spec=".6g")),
+            ("current_mean", num(c.current_mean, spec=".6g")),
+            ("delta", num(c.delta, spec=".6g")), ("ci_low", num(c.ci_low, spec=".6g")),
+            ("ci_high", num(c.ci_high, spec=".6g")),
             ("n", str(c.n)), ("judged_on", outcome.bound))
         msg = "" if not c.regressed else (
             c.note if c.judged is None else
@@ -102,10 +102,10 @@ def regression_cases(outcome: RegressionOutcome) -> list[GateCase]:
         name = f"{q.query_id} {q.metric} must not regress"
         sign = 1.0 if q.higher_is_better else -1.0
         bound = None if q.baseline is None else q.baseline - sign * outcome.tolerance
-        props = (("value", _fmt(q.current)), ("bound", _fmt(bound)),
-                 ("margin", _fmt(None if q.current is None or bound is None
-                                 else sign * (q.current - bound))),
-                 ("baseline", _fmt(q.baseline)), ("category", q.category))
+        props = (("value", num(q.current, spec=".6g")), ("bound", num(bound, spec=".6g")),
+                 ("margin", num(None if q.current is None or bound is None
+                                 else sign * (q.current - bound), spec=".6g")),
+                 ("baseline", num(q.baseline, spec=".6g")), ("category", q.category))
         status = "failed" if q.regressed else "skipped" if q.current is None else "passed"
         msg = q.note if q.current is None or q.baseline is None or bound is None else (
             f"value {q.current:.4f}, bound {bound:.4f} (baseline {q.baseline:.4f}, tolerance "

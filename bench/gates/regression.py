@@ -44,7 +44,7 @@ from bench.metrics.cli import format_table
 from bench.metrics.pairing import paired
 from bench.metrics.registry import find_metric, parse_metric
 from bench.metrics.stats import paired_compare
-from bench.results.run_dir import config_ids, load_side, per_query_path
+from bench.results.run_dir import config_ids, config_labels, load_side, per_query_path
 from bench.results.scores import ConfigScores, read_table, scores_of_table
 
 BOUNDS = ("ci_upper", "ci_lower", "mean")
@@ -333,7 +333,7 @@ def check_against(value: object, key: str = "gates_against") -> Path:
     try:  # read now what the gate reads after the run: a corrupt column is found before work
         if not scores_of_table(read_table(file), file):
             raise InputError(file, 0, "holds no rows")
-        _labels(path)
+        config_labels(path)
     except BenchError as exc:
         raise ConfigError(key, exc.one_line()) from None
     except (pa.ArrowException, OSError, ValueError) as exc:
@@ -478,16 +478,6 @@ def check_critical(critical_ids: Sequence[str], critical_categories: Sequence[st
 
 # --- evaluation ------------------------------------------------------------------------------
 
-def _labels(run: Path) -> dict[str, str]:
-    """config_id -> label from the run's configs.parquet (empty without one)."""
-    file = per_query_path(run).parent / "configs.parquet"
-    if not file.exists():
-        return {}
-    t = pq.read_table(file, columns=["config_id", "label"])
-    return dict(zip(t.column("config_id").to_pylist(), t.column("label").to_pylist(),
-                    strict=True))
-
-
 def _selection_of(run: Path) -> tuple[str | None, str | None]:
     """(split, summary) of what a finished run evaluated (run.json ``queries_selected``);
     Nones for a run without it (an older run, a bare per_query.parquet)."""
@@ -519,7 +509,7 @@ def _pairs(s: RegressionSettings, baseline: Path, current: Path
     """(baseline id, current id) pairs, the unpaired of each side (shown with labels), and
     the current run's labels."""
     base_ids, cur_ids = config_ids(baseline), config_ids(current)
-    lb, lc = _labels(baseline), _labels(current)
+    lb, lc = config_labels(baseline), config_labels(current)
 
     def shown(cid: str, labels: dict[str, str]) -> str:
         return f"{cid} ({labels[cid]})" if cid in labels else cid

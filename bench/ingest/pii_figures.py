@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from bench.ingest.metrics.pii import MIN_SCORE, occurrences
+from bench.report.fmt import num
 
 #: the bootstrap of the overall figures (resamples, seed)
 RESAMPLES = 1000
@@ -195,10 +196,6 @@ def pii_figures(folder: Path, *, sources: Sequence[str] | None = None,
                       refs_gone, tuple(destroyed))
 
 
-def _f(v: float | None) -> str:
-    return "-" if v is None else f"{v:.3f}"
-
-
 def render(fig: PiiFigures) -> list[str]:
     lines = [f"PII scrubber on the truth text: {fig.documents} documents, "
              f"{fig.documents_with_pii} with planted PII. Micro over spans, bootstrap 95 % CI "
@@ -209,8 +206,8 @@ def render(fig: PiiFigures) -> list[str]:
              f"{fig.fbeta:.3f} [{fig.fbeta_ci[0]:.3f}, {fig.fbeta_ci[1]:.3f}] |", "",
              "| entity type | planted occurrences | found | recall | detections | right | "
              "precision |", "|---|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {t.entity} | {t.gold} | {t.found} | {_f(t.recall)} | {t.detected} | "
-              f"{t.right} | {_f(t.precision)} |" for t in fig.types]
+    lines += [f"| {t.entity} | {t.gold} | {t.found} | {num(t.recall, 3)} | {t.detected} | "
+              f"{t.right} | {num(t.precision, 3)} |" for t in fig.types]
     lines += ["", f"Gold answers: {fig.queries} queries with reference answers on these "
               f"documents, {fig.answers_in_text} with a reference in the truth text; "
               f"{len(fig.destroyed)} answers destroyed (every reference occurrence under a "

@@ -33,6 +33,7 @@ from bench.metrics.pairing import paired
 from bench.metrics.stats import PairedComparison, paired_compare
 from bench.pipeline.lanes import ConfigKind
 from bench.report.base import StageReport
+from bench.report.fmt import num
 from bench.results import schema
 from bench.results.records import Comparison
 from bench.results.scores import ConfigScores
@@ -44,10 +45,6 @@ if TYPE_CHECKING:
 
 ANSWER_METRICS = ("answer_correct", "token_f1", "citation_precision", "citation_recall")
 TABLE = "iterations.parquet"
-
-
-def _f(x: float | None, digits: int = 3) -> str:
-    return "-" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
 
 
 def _delta(c: PairedComparison | Comparison | None) -> str:
@@ -174,20 +171,21 @@ def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
                   "| measure | one-shot | iterative | delta (paired) |", "|---|---:|---:|---|"]
         for metric in ranking:
             rc = cmp(metric)
-            lines.append(f"| {metric} | {_f(None if rc is None else rc.mean_baseline)} | "
-                         f"{_f(None if rc is None else rc.mean_config)} | {_delta(rc)} |")
+            lines.append(
+                f"| {metric} | {num(None if rc is None else rc.mean_baseline, 3, finite=True)} | "
+                f"{num(None if rc is None else rc.mean_config, 3, finite=True)} | {_delta(rc)} |")
         mean_one = float(np.nanmean(cov_one)) if has.any() else None
         mean_it = float(np.nanmean(cov_it)) if has.any() else None
-        lines.append(f"| evidence coverage of gold | {_f(mean_one)} | {_f(mean_it)} | "
-                     f"{_delta(cov_cmp)} |")
+        lines.append(f"| evidence coverage of gold | {num(mean_one, 3, finite=True)} | "
+                     f"{num(mean_it, 3, finite=True)} | {_delta(cov_cmp)} |")
         for metric, (mean_a, n_a, mean_b, n_b, n_pair) in answer_n.items():
             pc = answer.get(metric)
             if pc is not None:
-                lines.append(f"| {metric} (answers) | {_f(pc.mean_a)} | {_f(pc.mean_b)} | "
-                             f"{_delta(pc)} |")
+                lines.append(f"| {metric} (answers) | {num(pc.mean_a, 3, finite=True)} | "
+                             f"{num(pc.mean_b, 3, finite=True)} | {_delta(pc)} |")
             else:  # too few queries scored on both for a paired CI: each pool's own mean
-                lines.append(f"| {metric} (answers) | {_f(mean_a)} (n={n_a}) | "
-                             f"{_f(mean_b)} (n={n_b}) | {n_pair} paired: no CI |")
+                lines.append(f"| {metric} (answers) | {num(mean_a, 3, finite=True)} (n={n_a}) | "
+                             f"{num(mean_b, 3, finite=True)} (n={n_b}) | {n_pair} paired: no CI |")
         if not answer_n:
             lines.append("| answers | - | - | no generator on both pools (generation.kinds) |")
         lines += [f"| searches per query (mean) | 1 | {calls.mean():.2f} | |",

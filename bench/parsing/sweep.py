@@ -39,6 +39,7 @@ from omegaconf import DictConfig
 
 from bench.errors import BenchError, InputError
 from bench.parsing.quality import ANSWER_TABLE, CHUNK_TABLE
+from bench.report.fmt import num
 from bench.report.load import RunData, is_run_dir, load_run
 from bench.results.scores import ConfigScores
 from bench.results.write import atomic_write_bytes, write_table
@@ -324,10 +325,6 @@ def build(jobs: Sequence[Job]) -> tuple[list[dict[str, Any]], list[dict[str, Any
     return rows, attribution
 
 
-def _f(v: float | None, digits: int = 3) -> str:
-    return "-" if v is None or not math.isfinite(v) else f"{v:.{digits}f}"
-
-
 def _delta(r: dict[str, Any]) -> str:
     if r["delta"] is None:
         return "ref" if r["parser"] == ORACLE else "-"
@@ -392,10 +389,12 @@ def render(rows: Sequence[dict[str, Any]], attribution: Sequence[dict[str, Any]]
         rec = by_m.get("recall@100")
         lines.append(
             f"| {r['parser']} | {r['chunker']} | {r['config']} | {r['not_ok']}/{r['files']} | "
-            f"{_f(r['cer'])} | {_f(r['wer'])} | {_f(r['teds'])} | {_f(r['order_distance'])} | "
-            f"{_f(r['boilerplate_precision'])} | {_f(r['boilerplate_recall'])} | "
-            f"{_f(r['pages_per_s'], 1)} | {_f(r['docs_per_s'], 1)} | "
-            f"{r['peak_rss_bytes'] / 2**20:.0f} | {_f(r['mean'])} | {_delta(r)} | "
+            f"{num(r['cer'], 3, finite=True)} | {num(r['wer'], 3, finite=True)} | "
+            f"{num(r['teds'], 3, finite=True)} | {num(r['order_distance'], 3, finite=True)} | "
+            f"{num(r['boilerplate_precision'], 3, finite=True)} | "
+            f"{num(r['boilerplate_recall'], 3, finite=True)} | "
+            f"{num(r['pages_per_s'], 1, finite=True)} | {num(r['docs_per_s'], 1, finite=True)} | "
+            f"{r['peak_rss_bytes'] / 2**20:.0f} | {num(r['mean'], 3, finite=True)} | {_delta(r)} | "
             f"{_delta(rec) if rec else '-'} | {r['queries_lost']} |")
     answers = [r for r in rows if r["metric"] in ANSWER_METRICS]
     if answers:
@@ -409,7 +408,7 @@ def render(rows: Sequence[dict[str, Any]], attribution: Sequence[dict[str, Any]]
                   "answers lost |",
                   "|---|---|---|---|---:|---:|---|---:|"]
         lines += [f"| {r['parser']} | {r['chunker']} | {r['config']} | {r['metric']} | "
-                  f"{r['n']} | {_f(r['mean'])} | {_delta(r)} | "
+                  f"{r['n']} | {num(r['mean'], 3, finite=True)} | {_delta(r)} | "
                   f"{'-' if r['answers_lost'] is None else r['answers_lost']} |"
                   for r in answers]
     nd = [r for r in rows if r["metric"] == "ndcg@10" and r["pages_per_s"] is not None

@@ -56,7 +56,9 @@ from bench.pipeline.plan import ConfigKind, Plan
 from bench.pipeline.probe import probe_json, work_saved
 from bench.pipeline.stages import STAGES, config_columns, config_gate_metrics, declared
 from bench.precision import precision_json
-from bench.report.base import ConfigReport, RunReport
+from bench.report.base import ConfigReport
+from bench.report.inrun import CAPACITY_SECTION, run_report, write_sections
+from bench.report.markdown import capacity_section
 from bench.results import schema
 from bench.results.mteb import write_mteb_json
 from bench.results.records import (
@@ -369,6 +371,9 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     stage_reports = [sr for st in STAGES
                      if (sr := st.write(done, run_dir, comparisons,
                                         latency or LatencyRun({}, []))) is not None]
+    write_sections(run_dir, [(sr.name, sr.markdown) for sr in stage_reports]
+                   + ([] if capacity is None
+                      else [(CAPACITY_SECTION, tuple(capacity_section(capacity)))]))
     ex = done.executor
     cache_hits = {done.plan.node_name(r.node): r.hit for r in ex.resolutions if r.node.cached}
     chunk_report: ChunkReport = ex.value(done.plan.chunk_stats)
@@ -382,7 +387,6 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     n_chunks = chunk_report.stats.n_chunks
     wall_s = time.perf_counter() - t_start
     stats = embed.stats
-    n_expected = len(done.scores[0].query_ids) if done.scores else 0
     if stats.n_truncated:
         log.warning("%d of %d passages are longer than the embedder's maximum length and were "
                     "truncated: text past it is not embedded (chunker %s)", stats.n_truncated,
@@ -451,24 +455,8 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
         **({} if capacity is None else {"capacity": capacity.to_json()}),
     })
     if done.comps.reporter is not None:
-        done.comps.reporter.write(RunReport(
-            run_id=run_id, run_dir=run_dir, experiment=settings.experiment,
-            device=done.device, dataset_name=dataset.name,
-            dataset_fingerprint=dataset.fingerprint, n_documents=len(dataset.documents),
-            n_queries=len(dataset.queries), n_without_relevant=len(dataset.queries) - n_expected,
-            n_chunks=n_chunks, n_truncated_chunks=stats.n_truncated,
-            truncation=stats.truncation(),
-            n_dropped_queries=dataset.n_dropped_queries, dropped_reason=dataset.dropped_reason,
-            configs=tuple(reports), comparisons=tuple(comparisons),
-            decisions=tuple(decisions), cache_hits=cache_hits,
-            filters_enabled=done.comps.filters is not None, chunk_report=chunk_report,
-            failed_gates=tuple(failed), wall_s=wall_s,
-            passed_gates=tuple(g.line for g in results if g.passed), costs=tuple(costs),
-            resources=tuple(done.telemetry.samples),
-            generation=tuple(done.generation.values()),
-            gold_probes=tuple(done.gold_probes.values()), capacity=capacity,
-            registered=tuple(registered), regression=regression, rewrite=rewrite,
-            data_notes=data_notes(done), stage_reports=tuple(stage_reports)))
+        # report.md from the files just written (bench.report.inrun), never from memory
+        done.comps.reporter.write(run_report(run_dir))
     log.info("run %s finished in %.1fs: %s", run_id, wall_s, run_dir)
     return RunResult(run_dir, run_id, 3 if failed else 0, tuple(summary_rows), cache_hits,
                      tuple(failed))

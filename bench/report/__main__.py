@@ -5,6 +5,9 @@ without run.json is counted as missing). All runs are merged into one report:
 ``OUT/report.md``, ``OUT/report.html`` (self-contained), ``OUT/figures/*.png`` and
 ``OUT/tensorboard/`` (``tensorboard --logdir OUT/tensorboard``). OUT defaults to
 ``<first DIR>/merged-report``. A bad DIR prints one line and exits 2.
+
+``--in-run DIR``: the run's own report.md rendered again from its files (bench.report.inrun),
+byte-identical to the one the run wrote when the renderer has not changed.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.docs import REPORTS
+from bench.errors import InputError
 from bench.metrics.cli import OneLineParser, run_cli
 from bench.metrics.registry import parse_metric
 from bench.report import content, html
@@ -36,7 +40,17 @@ def _body(argv: Sequence[str] | None) -> int:
     p.add_argument("--drill", type=int, default=5, help="queries per drill-down list")
     p.add_argument("--no-tensorboard", action="store_true")
     p.add_argument("--title", default="bench report")
+    p.add_argument("--in-run", action="store_true",
+                   help="re-render one run dir's own report.md from its files (into --out, a "
+                        "file, default DIR/report.md) instead of a merged report")
     a = p.parse_args(argv)
+    if a.in_run:
+        from bench.report.inrun import rerender
+
+        if len(a.dirs) != 1 or not (a.dirs[0] / "run.json").is_file():
+            raise InputError(a.dirs[0], 0, "--in-run takes one run dir (holding run.json)")
+        print(rerender(a.dirs[0], a.out))
+        return 0
     for m in [*(a.metrics or []), *([a.front_metric] if a.front_metric else [])]:
         parse_metric(m)
     merged = load_runs(a.dirs)

@@ -12,7 +12,6 @@ generated configs are paired, on query ids, against the exact reference's per-qu
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,12 +19,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from bench.pipeline.scoring import compare
 from bench.report.base import RunReport
 from bench.report.fmt import num
+from bench.report.load import ConfigView, load_run
+from bench.report.manifest import RunManifest, read_manifest
 from bench.results.records import Comparison, SummaryRow
 from bench.results.scores import ConfigScores, scores_from_long
 
@@ -92,10 +91,6 @@ def _mean(rows: Sequence[SummaryRow], metric: str) -> Mean:
     return Mean(None, None, None, 0) if r is None else Mean(r.mean, r.ci_low, r.ci_high, r.n)
 
 
-def _num(v: float | None, digits: int = 3, sign: str = "") -> str:
-    return num(v, digits, sign)
-
-
 def _cell(m: Mean) -> str:
     if m.mean is None:
         return "-"
@@ -125,10 +120,10 @@ def table(rows: Sequence[AnswerCostRow], *, with_jobs: bool) -> list[str]:
     for r in rows:
         cells = [r.jobs] if with_jobs else []
         ann = ("1 (exact)" if r.is_reference and r.ann_recall is None
-               else _num(r.ann_recall, 3))
+               else num(r.ann_recall, 3))
         cells += [f"{r.label} `{r.config_id}`", ann]
         if answered:
-            cells.append(_num(r.ann_recall_answered, 3))
+            cells.append(num(r.ann_recall_answered, 3))
         f1, fa = r.answers["token_f1"], r.answers["faithfulness"]
         d_f1, p_f1 = _delta(r.deltas.get("token_f1"), r.is_reference)
         d_fa, p_fa = _delta(r.deltas.get("faithfulness"), r.is_reference)
@@ -188,27 +183,21 @@ def run_section(r: RunReport) -> list[str]:
 
 
 # -- sweep ----------------------------------------------------------------------------------
-def _summary_mean(rows: list[dict[str, Any]], config_id: str, metric: str) -> Mean:
-    r = next((x for x in rows if x["config_id"] == config_id and x["metric"] == metric
-              and x["scope"] == "all"), None)
-    return Mean(None, None, None, 0) if r is None else Mean(r["mean"], r["ci_low"],
-                                                             r["ci_high"], r["n"])
-
-
-def _scores(table_: pa.Table, config_id: str) -> ConfigScores:
-    t = table_.filter(pc.equal(table_["config_id"], config_id))
-    return scores_from_long(config_id, *(t.column(c).to_pylist() for c in
-                                         ("query_id", "category", "metric", "value", "status")))
+def _summary_mean(view: ConfigView, metric: str) -> Mean:
+    r = view.summary.get(("all", metric))
+    return Mean(None, None, None, 0) if r is None else Mean(r.mean, r.ci_low, r.ci_high, r.n)
 
 
 def sweep_rows(sweep_dir: Path, jobs: Sequence[str]) -> list[AnswerCostRow]:
     """The sweep's table rows (empty when no job answered with an exact reference): each
-    distinct generated config once (the jobs that ran it listed), the reference first."""
-    runs = []
+    distinct generated config once (the jobs that ran it listed), the reference first. Every
+    job is read through the typed loader (run.json as ``RunManifest``, the tables as
+    ``ConfigView``)."""
+    runs: list[tuple[str, Path, RunManifest, str]] = []
     for job in jobs:
         d = sweep_dir / job
-        manifest = json.loads((d / "run.json").read_text())
-        ref = (manifest.get("generation") or {}).get("exact_reference")
+        manifest = read_manifest(d)
+        ref = (manifest.section("generation") or {}).get("exact_reference")
         if ref is None:
             continue
         runs.append((job, d, manifest, ref))
@@ -216,41 +205,39 @@ def sweep_rows(sweep_dir: Path, jobs: Sequence[str]) -> list[AnswerCostRow]:
         return []
     refs = sorted({ref for *_, ref in runs})
     reference = refs[0]
-    metrics_cfg = runs[0][2].get("config", {}).get("metrics", {})
+    metrics_cfg = runs[0][2].config.get("metrics", {})
     resamples = int(metrics_cfg.get("bootstrap_resamples", 1000))
     confidence = float(metrics_cfg.get("confidence", 0.95))
-    seed = int(runs[0][2].get("config", {}).get("seed", 0))
-    seen: dict[str, dict[str, Any]] = {}
+    seed = int(runs[0][2].config.get("seed", 0))
+    seen: dict[str, tuple[list[str], ConfigView]] = {}
     for job, d, _m, ref in runs:
         if ref != reference:
             continue  # a job with another reference (other embeddings) is not paired here
-        configs = pq.read_table(d / "configs.parquet").to_pylist()
-        summary = pq.read_table(d / "summary.parquet").to_pylist()
-        per_query = pq.read_table(d / "per_query.parquet")
-        for c in configs:
-            if c["kind"] != "generated":
+        for view in load_run(d, name=job).configs:
+            if view.kind != "generated":
                 continue
-            if c["config_id"] in seen:
-                seen[c["config_id"]]["jobs"].append(job)
+            if view.config_id in seen:
+                seen[view.config_id][0].append(job)
                 continue
-            seen[c["config_id"]] = {"jobs": [job], "label": c["label"],
-                                    "scores": _scores(per_query, c["config_id"]),
-                                    "summary": summary}
+            seen[view.config_id] = ([job], view)
     if reference not in seen:
         return []
     order = [reference, *(cid for cid in seen if cid != reference)]
-    comparisons = compare([seen[cid]["scores"] for cid in order], list(ANSWER_METRICS),
+    scores = {cid: seen[cid][1].scores or scores_from_long(cid, [], [], [], [], [])
+              for cid in order}
+    comparisons = compare([scores[cid] for cid in order], list(ANSWER_METRICS),
                           resamples=resamples, confidence=confidence, seed=seed)
     rows = []
     for cid in order:
-        s, summ = seen[cid]["scores"], seen[cid]["summary"]
+        jobs_of, view = seen[cid]
+        s = scores[cid]
         deltas = {m: next((x for x in comparisons if x.config_id == cid and x.scope == "all"
                            and x.metric == m), None) for m in ANSWER_METRICS}
         rows.append(AnswerCostRow(
-            ", ".join(seen[cid]["jobs"]), cid, seen[cid]["label"], cid == reference,
-            _summary_mean(summ, cid, "ann_recall@10").mean, _answered_recall(s),
-            _summary_mean(summ, cid, "ndcg@10"),
-            {m: _summary_mean(summ, cid, m) for m in ANSWER_METRICS}, deltas,
+            ", ".join(jobs_of), cid, view.label, cid == reference,
+            _summary_mean(view, "ann_recall@10").mean, _answered_recall(s),
+            _summary_mean(view, "ndcg@10"),
+            {m: _summary_mean(view, m) for m in ANSWER_METRICS}, deltas,
             _count(s, "faithfulness", "no_claims"), _count(s, "faithfulness", "invalid")))
     return rows
 

@@ -96,6 +96,9 @@ class RunReport:
     dropped_reason: str = ""
     #: the capacity run of one config (``capacity.config``), None without one
     capacity: CapacityRun | None = None
+    #: the capacity section as the run rendered it (``sections/capacity.md``), when the report
+    #: is read back from the files (``bench.report.inrun``) instead of ``capacity``
+    capacity_lines: tuple[str, ...] = ()
     #: the experiment's pre-registered decisions (``decisions:``), evaluated
     registered: tuple[DecisionRecord, ...] = ()
     #: regression gates against ``gates_against`` (None: no baseline)

@@ -41,10 +41,6 @@ class Report:
     sections: tuple[Section, ...]
 
 
-def _f(v: Any, digits: int = 4) -> Cell:
-    return cell(v, digits)
-
-
 def _ci(row: SummaryRow | None) -> Cell:
     if row is None or row.mean is None:
         return ("-", None)
@@ -131,10 +127,10 @@ def _configs_section(merged: Merged, metrics: list[str], fronts: list[Front],
             (c.label, c.label), (c.kind, c.kind),
             (c.status if c.kept else f"pruned: {c.pruned_reason or ''}".strip(), c.status),
             *(_ci(c.mean(m)) for m in metrics),
-            _f(c.latency.p50_ms, 3), _f(c.latency.p95_ms, 3), _f(c.latency.p99_ms, 3),
-            (c.latency.source, c.latency.source), _f(c.qps, 0), _f(vram, 0),
+            cell(c.latency.p50_ms, 3), cell(c.latency.p95_ms, 3), cell(c.latency.p99_ms, 3),
+            (c.latency.source, c.latency.source), cell(c.qps, 0), cell(vram, 0),
             # per million queries: a CPU query costs ~1e-8 of an hourly price, invisible at 6 dp
-            _f(None if cost is None else cost * 1e6, 4),
+            cell(None if cost is None else cost * 1e6, 4),
             *((status.get((f.axis.name, c.key), "-"), status.get((f.axis.name, c.key)))
               for f in fronts if f.measured)))
     numeric = (True, False, False, False, False, *(True for _ in metrics), True, True, True,
@@ -230,9 +226,9 @@ def _comparisons(merged: Merged, metrics: list[str], numbers: dict[str, int]) ->
             cv = label.get(c.config_id)
             body.append((
                 (f"#{numbers[cv.key]} {cv.label}" if cv else c.config_id, c.config_id),
-                (c.metric, c.metric), _f(c.mean_baseline), _f(c.mean_config),
+                (c.metric, c.metric), cell(c.mean_baseline, 4), cell(c.mean_config, 4),
                 (f"{c.delta:+.4f} [{c.ci_low:+.4f}, {c.ci_high:+.4f}]", c.delta),
-                _f(c.mde), _f(c.p_value), _f(c.p_holm), (str(c.n), c.n)))
+                cell(c.mde, 4), cell(c.p_value, 4), cell(c.p_holm, 4), (str(c.n), c.n)))
         notes = ["delta = config − baseline per query, 95 % bootstrap CI, sign-flip p, Holm over "
                  "the configs compared with the baseline. MDE: the smallest true |delta| the "
                  "comparison detects with 80 % power (Bonferroni level α / m over the m configs "
@@ -269,9 +265,10 @@ def _all_pairs(merged: Merged, metric: str) -> Section:
         sec.tables.append(Table(
             ("runs", "A", "B", "mean A", "mean B", "delta B−A (95 % CI)", "p", "p Holm", "n"),
             tuple(((name, name), (x["a_label"], x["a_label"]), (x["b_label"], x["b_label"]),
-                   _f(x["mean_a"]), _f(x["mean_b"]),
+                   cell(x["mean_a"], 4), cell(x["mean_b"], 4),
                    (f"{x['delta']:+.4f} [{x['ci_low']:+.4f}, {x['ci_high']:+.4f}]", x["delta"]),
-                   _f(x["p_value"]), _f(x["p_holm"]), (str(x["n"]), x["n"])) for x in rows),
+                   cell(x["p_value"], 4), cell(x["p_holm"], 4), (str(x["n"]), x["n"]))
+                  for x in rows),
             (False, False, False, True, True, True, True, True, True)))
     return sec
 
@@ -302,8 +299,8 @@ def _drill_section(d: Drilldown, merged: Merged, metric: str) -> Section:
             sec.notes.append(f"{name}: none")
             continue
         sec.children.append(Section(name, tables=[Table(heads, tuple((
-            (q.query_id, q.query_id), (q.category, q.category), _f(q.value),
-            _f(q.baseline), (q.text, q.text), (", ".join(q.gold_ids), None),
+            (q.query_id, q.query_id), (q.category, q.category), cell(q.value, 4),
+            cell(q.baseline, 4), (q.text, q.text), (", ".join(q.gold_ids), None),
             ("; ".join(f"{'✓ ' if t.relevant else ''}{t.doc_id}"
                        + (f" ({t.title})" if t.title else "") for t in q.top), None))
             for q in rows), (False, False, True, True, False, False, False))]))
@@ -323,9 +320,9 @@ def _pruning(merged: Merged) -> Section:
         rows.append(((r.name, r.name), _cell(b.get("budget")),
                      _cell(f"{w.get('configs_pruned')} of {w.get('configs')}"),
                      _cell(f"{w.get('nodes_skipped')} of {w.get('nodes_total')}"),
-                     _cell(stages or "-"), _f(w.get("seconds_saved_estimate"), 1),
-                     _f(w.get("seconds_all_query_time_estimate"), 1),
-                     _f(w.get("probe_wall_s"), 1)))
+                     _cell(stages or "-"), cell(w.get("seconds_saved_estimate"), 1),
+                     cell(w.get("seconds_all_query_time_estimate"), 1),
+                     cell(w.get("probe_wall_s"), 1)))
         if not sec.notes and w.get("how"):
             sec.notes.append(f"Work saved against running every config: {w['how']}.")
     if rows:
@@ -354,8 +351,8 @@ def _resources(merged: Merged) -> Section:
         if res:
             sec.tables.append(Table(("run", "stage", "peak RSS MiB", "peak VRAM MiB"), tuple(
                 ((r.name, r.name), (s["stage"], s["stage"]),
-                 _f(s.get("peak_rss_bytes", 0) / 2**20, 0),
-                 _f(None if s.get("peak_vram_bytes") is None
+                 cell(s.get("peak_rss_bytes", 0) / 2**20, 0),
+                 cell(None if s.get("peak_vram_bytes") is None
                     else s["peak_vram_bytes"] / 2**20, 0)) for s in res),
                 (False, False, True, True)))
     return sec

@@ -38,10 +38,6 @@ TARGET_EFFECTS = (0.01, 0.02)
 ASSUMED_CORRELATION = 0.5
 
 
-def _f(v: float | None, digits: int = 4) -> Cell:
-    return cell(v, digits)
-
-
 def _kept_scores(r: RunData) -> list[ConfigScores]:
     return [c.scores for c in r.configs if c.kept and c.scores is not None]
 
@@ -81,8 +77,8 @@ def _power_rows(r: RunData, metrics: Sequence[str]) -> list[tuple[Cell, ...]]:
                 sd = assumed_delta_sd(vals[sel], correlation=ASSUMED_CORRELATION)
                 basis = f"assumed, correlation {ASSUMED_CORRELATION}"
             cells: list[Cell] = [(r.name, r.name), (metric, metric), (scope, scope),
-                                 (str(n), n), (basis, basis), _f(sd),
-                                 _f(mde(sd, n, alpha=alpha, power=POWER, comparisons=m))]
+                                 (str(n), n), (basis, basis), cell(sd, 4),
+                                 cell(mde(sd, n, alpha=alpha, power=POWER, comparisons=m), 4)]
             for t in TARGET_EFFECTS:
                 if sd == 0:
                     cells.append(("-", None))

@@ -18,10 +18,6 @@ ANSWER_ROWS = ("exact_match", "token_f1", "claims_coverage", "answer_correct", "
 SMALL_MODELS = ("135m", "360m")
 
 
-def _f(v: float | None, digits: int = 3) -> str:
-    return num(v, digits)
-
-
 def _row(rows: Sequence[SummaryRow], metric: str) -> SummaryRow | None:
     return next((r for r in rows if r.metric == metric and r.scope == "all"), None)
 
@@ -83,11 +79,11 @@ def generation_section(r: RunReport) -> list[str]:
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for g in r.generation:
         lines.append(
-            f"| {g.label} | {_f(g.abstention_precision)} | {_f(g.abstention_recall)} | "
-            f"{_f(g.coverage)} | {_f(g.answered_accuracy)} | {g.n_must_abstain} | "
-            f"{g.n_abstained} | {_f(g.ttft_p50_ms, 0)} / {_f(g.ttft_p95_ms, 0)} | "
-            f"{_f(g.tpot_p50_ms, 1)} / {_f(g.tpot_p95_ms, 1)} | {_f(g.itl_p50_ms, 1)} / "
-            f"{_f(g.itl_p95_ms, 1)} | {_f(g.e2e_p50_ms, 0)} / {_f(g.e2e_p95_ms, 0)} | "
+            f"| {g.label} | {num(g.abstention_precision, 3)} | {num(g.abstention_recall, 3)} | "
+            f"{num(g.coverage, 3)} | {num(g.answered_accuracy, 3)} | {g.n_must_abstain} | "
+            f"{g.n_abstained} | {num(g.ttft_p50_ms, 0)} / {num(g.ttft_p95_ms, 0)} | "
+            f"{num(g.tpot_p50_ms, 1)} / {num(g.tpot_p95_ms, 1)} | {num(g.itl_p50_ms, 1)} / "
+            f"{num(g.itl_p95_ms, 1)} | {num(g.e2e_p50_ms, 0)} / {num(g.e2e_p95_ms, 0)} | "
             f"{_validity(g)} |")
     lines += ["", "Latencies are per answer as the backend served it (on a batched CPU "
               "backend a request's TTFT is its batch's prefill); generation failures: "
@@ -120,9 +116,10 @@ def _judge_noise(r: RunReport) -> list[str]:
         q_ci = "-" if n.ci_queries is None else f"[{n.ci_queries[0]:.4f}, {n.ci_queries[1]:.4f}]"
         t_ci = ("-" if n.ci_two_level is None
                 else f"[{n.ci_two_level[0]:.4f}, {n.ci_two_level[1]:.4f}]")
-        out.append(f"| {g.label} | {n.metric} | {n.n_queries} | {_f(n.mean)} | "
-                   f"{_f(n.query_variance)} | {_f(n.judge_variance)} | {_f(n.judge_share)} | "
-                   f"{_f(n.mean_cv)} | {q_ci} | {t_ci} |")
+        out.append(f"| {g.label} | {n.metric} | {n.n_queries} | {num(n.mean, 3)} | "
+                   f"{num(n.query_variance, 3)} | {num(n.judge_variance, 3)} | "
+                   f"{num(n.judge_share, 3)} | "
+                   f"{num(n.mean_cv, 3)} | {q_ci} | {t_ci} |")
     if all(n.judge_variance == 0 for _, n in rows if n.judge_variance is not None):
         out += ["", "Every repeat gave the same verdict (a deterministic judge, e.g. "
                 "temperature 0 on a greedy backend): all of the variance is query variation."]
@@ -138,8 +135,8 @@ def context_table(r: RunReport, by_id: dict[str, ConfigReport]) -> list[str]:
              "|---|---:|---:|" + "---:|" * len(CONTEXT_METRICS)]
     for g in r.generation:
         rows = by_id[g.config_id].summary if g.config_id in by_id else ()
-        lines.append(f"| {g.label} | {_f(g.context_passages_mean, 2)} | "
-                     f"{_f(g.context_docs_mean, 2)} | "
+        lines.append(f"| {g.label} | {num(g.context_passages_mean, 2)} | "
+                     f"{num(g.context_docs_mean, 2)} | "
                      + " | ".join(_cell(_row(rows, m)) for m in CONTEXT_METRICS) + " |")
     judged = {m for g in r.generation for m, *_ in g.judge_counts}
     missing = [m for m in JUDGED_DIAGNOSTICS if m not in judged]
@@ -234,7 +231,7 @@ def pairwise_lines(r: RunReport) -> list[str]:
 def _validity(g: GenerationSummary) -> str:
     if not g.judge_calls:
         return "-"
-    return f"{_f(g.judge_schema_validity)} ({g.judge_schema_valid}/{g.judge_calls})"
+    return f"{num(g.judge_schema_validity, 3)} ({g.judge_schema_valid}/{g.judge_calls})"
 
 
 #: the answer metrics of the lost-in-the-middle table: (metric, column name)

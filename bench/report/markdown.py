@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.capacity.base import CapacityRun
 from bench.config.build import OptionError
 from bench.metrics.pairing import paired
 from bench.metrics.stats import paired_compare
@@ -120,12 +121,12 @@ class MarkdownReport:
             cells = []
             for m in metrics:
                 row = _find(c.summary, "all", m)
-                cells.append("-" if row is None else f"{_fmt(row.mean)} {_ci(row)}")
+                cells.append("-" if row is None else f"{num(row.mean, 4)} {_ci(row)}")
             ops = c.ops
             size = ops.index_bytes
             lines.append(
                 f"| `{c.config_id}` | {c.label} | " + " | ".join(cells)
-                + f" | {_num(ops.qps, 0)} | {_num(ops.p95_ms, 2)} | {_e2e(ops)} | "
+                + f" | {num(ops.qps, 0)} | {num(ops.p95_ms, 2)} | {_e2e(ops)} | "
                 f"{'-' if size is None else f'{size / 2**20:.1f}'} | "
                 f"{ops.unauthorized_hits if r.filters_enabled else 'not enforced'} | "
                 f"{_MARK.get(front.get(c.config_id, ''), '')} |")
@@ -200,7 +201,7 @@ class MarkdownReport:
             lines.append(
                 f"| {label.get(c.config_id, c.config_id)} | {c.metric} | "
                 f"{c.mean_baseline:.4f} | {c.mean_config:.4f} | {c.delta:+.4f} "
-                f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}] | {_num(c.mde, 4)} | {c.p_value:.4f} | "
+                f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}] | {num(c.mde, 4)} | {c.p_value:.4f} | "
                 f"{c.p_holm:.4f} | {c.n} |")
         return [*lines, ""]
 
@@ -233,9 +234,9 @@ class MarkdownReport:
             per_pair = None if o.rerank_p95_ms is None else o.rerank_p95_ms / max(depth, 1)
             lines.append(
                 f"| {label[c.config_id]} | {depth} | " + " | ".join(cells)
-                + f" | {_num(o.rerank_p50_ms, 1)} / {_num(o.rerank_p95_ms, 1)} / "
-                f"{_num(o.rerank_p99_ms, 1)} | {_num(per_pair, 3)} | "
-                f"{_num(o.rerank_pairs_per_s, 0)} | {_num(added, 1)} |")
+                + f" | {num(o.rerank_p50_ms, 1)} / {num(o.rerank_p95_ms, 1)} / "
+                f"{num(o.rerank_p99_ms, 1)} | {num(per_pair, 3)} | "
+                f"{num(o.rerank_pairs_per_s, 0)} | {num(added, 1)} |")
         vram = [s for s in r.resources if s.stage.startswith("rerank")
                 and s.peak_vram_bytes is not None]
         lines += ["", "Peak VRAM while reranking: " + (
@@ -315,18 +316,18 @@ class MarkdownReport:
                 continue
             why = "; ".join(d.reasons) or "every condition met"
             lines.append(
-                f"| {d.lane} | **{d.choice}** | {_num(d.precision_gain, 4, '+')} "
-                f"[{_num(d.gain_ci_low, 4, '+')}, {_num(d.gain_ci_high, 4, '+')}] (min "
-                f"{d.min_precision_gain}) | {_num(d.exclusion_rate, 4)} "
-                f"[pool {_num(d.pool_exclusion_rate, 4)}] (max "
-                f"{d.max_exclusion_rate}) | {_num(d.recall_hard, 4)} / "
-                f"{_num(d.recall_soft, 4)} (max loss {d.max_recall_loss}) | {why} |")
+                f"| {d.lane} | **{d.choice}** | {num(d.precision_gain, 4, '+')} "
+                f"[{num(d.gain_ci_low, 4, '+')}, {num(d.gain_ci_high, 4, '+')}] (min "
+                f"{d.min_precision_gain}) | {num(d.exclusion_rate, 4)} "
+                f"[pool {num(d.pool_exclusion_rate, 4)}] (max "
+                f"{d.max_exclusion_rate}) | {num(d.recall_hard, 4)} / "
+                f"{num(d.recall_soft, 4)} (max loss {d.max_recall_loss}) | {why} |")
         d0 = r.decisions[0]
         if d0.predicate_precision is not None or d0.predicate_recall is not None:
             source = d0.predicate_labels or "gold docs' tags"
             lines += ["", f"Extracted predicates vs labelled ({source}): precision "
-                      f"{_num(d0.predicate_precision, 3)}, recall "
-                      f"{_num(d0.predicate_recall, 3)} "
+                      f"{num(d0.predicate_precision, 3)}, recall "
+                      f"{num(d0.predicate_recall, 3)} "
                       f"({d0.predicates_extracted} extracted, "
                       f"{d0.predicates_labelled} labelled)."]
         return [*lines, ""]
@@ -347,7 +348,7 @@ class MarkdownReport:
         lines += ["### Overall", "", "| metric | mean | 95 % CI | n |", "|---|---:|---|---:|"]
         for row in c.summary:
             if row.scope == "all":
-                lines.append(f"| {row.metric} | {_fmt(row.mean)} | {_ci(row)} | {row.n} |")
+                lines.append(f"| {row.metric} | {num(row.mean, 4)} | {_ci(row)} | {row.n} |")
         scopes = [s for s in dict.fromkeys(row.scope for row in c.summary) if s != "all"]
         lines += ["", "### Per category", "",
                   "| scope | " + " | ".join(f"{m} (95 % CI)" for m in self.primary) + " | n |",
@@ -356,7 +357,7 @@ class MarkdownReport:
             cells, n = [], 0
             for m in self.primary:
                 found = _find(c.summary, scope, m)
-                cells.append("-" if found is None else f"{_fmt(found.mean)} {_ci(found)}")
+                cells.append("-" if found is None else f"{num(found.mean, 4)} {_ci(found)}")
                 n = found.n if found is not None else n
             lines.append(f"| {scope} | " + " | ".join(cells) + f" | {n} |")
         lines += ["", "Queries with no relevant document (the unanswerable slice) are not in "
@@ -501,21 +502,13 @@ def _e2e(ops: ConfigRow) -> str:
     if ops.e2e_p95_ms is None:
         return "-"
     if ops.e2e_p95_ci_low is None or ops.e2e_p95_ci_high is None:
-        return _num(ops.e2e_p95_ms, 2)
+        return num(ops.e2e_p95_ms, 2)
     return (f"{ops.e2e_p95_ms:.2f} [{ops.e2e_p95_ci_low:.2f}, {ops.e2e_p95_ci_high:.2f}] "
             f"n={ops.n_e2e_samples}")
 
 
-def _num(v: float | None, digits: int, sign: str = "") -> str:
-    return num(v, digits, sign)
-
-
 def _find(rows: Sequence[SummaryRow], scope: str, metric: str) -> SummaryRow | None:
     return next((r for r in rows if r.scope == scope and r.metric == metric), None)
-
-
-def _fmt(v: float | None) -> str:
-    return num(v, 4)
 
 
 def _ci(row: SummaryRow) -> str:
@@ -541,10 +534,11 @@ def _registered(r: RunReport) -> list[str]:
 
 
 def _capacity(r: RunReport) -> list[str]:
+    return capacity_section(r.capacity) if r.capacity is not None else list(r.capacity_lines)
+
+
+def capacity_section(cap: CapacityRun) -> list[str]:
     """The sizing answer of a capacity run (its levels, plot and JSON: ``capacity/``)."""
-    cap = r.capacity
-    if cap is None:
-        return []
     from bench.capacity.loadgen import capacity_lines
 
     if cap.load == "open":

@@ -68,6 +68,42 @@ SWEEP_CONFIGS = pa.schema([
 ])
 
 
+@dataclass(frozen=True)
+class SweepRow:
+    """One config of one finished job: a row of sweep_configs.parquet (``SWEEP_CONFIGS``)."""
+
+    job: str
+    overrides: str
+    config_id: str
+    label: str
+    #: the metric of the row's mean and CI (the sweep report's ``metric``)
+    metric: str
+    n: int
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+    recall_at_100: float | None
+    ann_recall_at_10: float | None
+    qps: float | None
+    p95_ms: float | None
+    e2e_p95_ms: float | None
+    e2e_p95_ci_low: float | None
+    e2e_p95_ci_high: float | None
+    index_bytes: int | None
+    build_s: float | None
+    pruned_reason: str | None
+    #: the paired front rule's verdict (bench.report.pareto: front | tied | dominated | ...)
+    front_status: str
+    on_pareto_front: bool
+
+    def ci_err(self) -> tuple[float, float]:
+        """(mean - ci_low, ci_high - mean) for an error bar; 0 where a bound is missing."""
+        if self.mean is None:
+            return 0.0, 0.0
+        return (self.mean - (self.ci_low if self.ci_low is not None else self.mean),
+                (self.ci_high if self.ci_high is not None else self.mean) - self.mean)
+
+
 def _overrides(job_dir: Path) -> str:
     path = job_dir / ".hydra" / "overrides.yaml"
     if not path.is_file():
@@ -76,9 +112,9 @@ def _overrides(job_dir: Path) -> str:
     return " ".join(i for i in items if i)
 
 
-def collect(sweep_dir: Path, metric: str) -> tuple[list[dict[str, Any]], list[str]]:
+def collect(sweep_dir: Path, metric: str) -> tuple[list[SweepRow], list[str]]:
     """Rows (one per job x config) and the job folders that have no finished run."""
-    rows: list[dict[str, Any]] = []
+    found: list[tuple[str, dict[str, Any]]] = []
     missing: list[str] = []
     runs: list[RunData] = []
     jobs = sorted((p for p in sweep_dir.iterdir() if p.is_dir() and not p.name.startswith(".")),
@@ -96,7 +132,7 @@ def collect(sweep_dir: Path, metric: str) -> tuple[list[dict[str, Any]], list[st
             main, rec, ann = (c.summary.get(("all", m))
                               for m in (metric, "recall@100", "ann_recall@10"))
             row = c.row
-            rows.append({
+            found.append((c.key, {
                 "job": job.name, "overrides": _overrides(job), "config_id": c.config_id,
                 "label": c.label, "metric": metric, "n": main.n if main else 0,
                 "mean": main.mean if main else None,
@@ -107,24 +143,20 @@ def collect(sweep_dir: Path, metric: str) -> tuple[list[dict[str, Any]], list[st
                 "qps": row.qps, "p95_ms": row.p95_ms, "e2e_p95_ms": row.e2e_p95_ms,
                 "e2e_p95_ci_low": row.e2e_p95_ci_low, "e2e_p95_ci_high": row.e2e_p95_ci_high,
                 "index_bytes": row.index_bytes, "build_s": row.build_s,
-                "pruned_reason": row.pruned_reason, "key": c.key,
-            })
+                "pruned_reason": row.pruned_reason}))
     # one front over every job's configs: point front, then the paired rule for the rest
     # (jobs on one dataset pair per query; the latency axis carries the p95 CIs)
     verdict = {p.key: p.status for p in front(Merged(tuple(runs)), metric,
                                               cost_axes()[0]).points} if runs else {}
-    for r in rows:
-        key = r.pop("key")
-        r["front_status"] = verdict.get(key, "no data")
-        r["on_pareto_front"] = r["front_status"] == "front"
+    rows = [SweepRow(**r, front_status=verdict.get(key, "no data"),
+                     on_pareto_front=verdict.get(key) == "front") for key, r in found]
     return rows, missing
 
 
-def _latency(r: dict[str, Any]) -> float | None:
+def _latency(r: SweepRow) -> float | None:
     """The config's end-to-end p95 per query (a reranked config pays its reranker), or the
     search's p95 for runs written before end-to-end latency was recorded."""
-    e2e = r.get("e2e_p95_ms")
-    return float(e2e) if e2e else r["p95_ms"]
+    return float(r.e2e_p95_ms) if r.e2e_p95_ms else r.p95_ms
 
 
 @dataclass(frozen=True)
@@ -167,36 +199,38 @@ def write_sweep_report(sweep_dir: Path, *, metric: str = "ndcg@10",
     if not sweep_dir.is_dir():
         raise BenchError(f"{sweep_dir}: no such sweep folder")
     rows, missing = collect(sweep_dir, metric)
-    write_table(rows, SWEEP_CONFIGS, sweep_dir / "sweep_configs.parquet")
+    write_table([asdict(r) for r in rows], SWEEP_CONFIGS,
+                sweep_dir / "sweep_configs.parquet")
     lines = [f"# Sweep report: {sweep_dir}", "",
-             f"{len({r['job'] for r in rows})} finished jobs, {len(rows)} configs; "
+             f"{len({r.job for r in rows})} finished jobs, {len(rows)} configs; "
              f"missing (failed or unfinished) jobs: {len(missing)}"
              + (f" ({', '.join(missing)})" if missing else ""), "",
              f"| job | overrides | config | {metric} (95 % CI) | n | Recall@100 | "
              "ANN recall@10 | QPS | search p95 ms | e2e p95 ms | index MiB | build s | Pareto |",
              "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
-        if r["pruned_reason"]:
-            lines.append(f"| {r['job']} | `{r['overrides']}` | {r['label']} | pruned: "
-                         f"{r['pruned_reason']} |")
+        if r.pruned_reason:
+            lines.append(f"| {r.job} | `{r.overrides}` | {r.label} | pruned: "
+                         f"{r.pruned_reason} |")
             continue
-        ci = ("-" if r["mean"] is None else
-              f"{r['mean']:.4f} [{r['ci_low']:.4f}, {r['ci_high']:.4f}]")
+        ci = ("-" if r.mean is None else
+              f"{r.mean:.4f} [{r.ci_low:.4f}, {r.ci_high:.4f}]")
         lines.append(
-            f"| {r['job']} | `{r['overrides']}` | {r['label']} | {ci} | {r['n']} | "
-            f"{_f(r['recall_at_100'], 4)} | {_f(r['ann_recall_at_10'], 4)} | {_f(r['qps'], 0)} | "
-            f"{_f(r['p95_ms'], 2)} | {_e2e(r)} | "
-            f"{_f(None if r['index_bytes'] is None else r['index_bytes'] / 2**20, 1)} | "
-            f"{_f(r['build_s'], 2)} | {_MARK.get(r['front_status'], '')} |")
-    answer_rows = ann_answers.sweep_rows(sweep_dir, sorted({r["job"] for r in rows},
+            f"| {r.job} | `{r.overrides}` | {r.label} | {ci} | {r.n} | "
+            f"{num(r.recall_at_100, 4)} | {num(r.ann_recall_at_10, 4)} | "
+            f"{num(r.qps, 0)} | "
+            f"{num(r.p95_ms, 2)} | {_e2e(r)} | "
+            f"{num(None if r.index_bytes is None else r.index_bytes / 2**20, 1)} | "
+            f"{num(r.build_s, 2)} | {_MARK.get(r.front_status, '')} |")
+    answer_rows = ann_answers.sweep_rows(sweep_dir, sorted({r.job for r in rows},
                                                           key=lambda j: (len(j), j)))
     lines += ann_answers.sweep_section(answer_rows)
     if answer_rows:
         write_table(ann_answers.sweep_records(answer_rows), ann_answers.SWEEP_ANN_ANSWERS,
                     sweep_dir / "sweep_ann_answers.parquet")
     failures = unfinished(sweep_dir, missing)
-    gates = {r["job"]: st.failed_gates for r in rows
-             if (st := read_status(sweep_dir / r["job"])) is not None and st.failed_gates}
+    gates = {r.job: st.failed_gates for r in rows
+             if (st := read_status(sweep_dir / r.job)) is not None and st.failed_gates}
     if failures:
         lines += ["", "## Failed or unfinished jobs", "",
                   "| job | overrides | status | error |", "|---|---|---|---|"]
@@ -226,7 +260,7 @@ def write_sweep_report(sweep_dir: Path, *, metric: str = "ndcg@10",
     atomic_write_bytes(out, "\n".join(lines).encode())
     (sweep_dir / "sweep_missing.json").write_text(json.dumps(missing))
     atomic_write_bytes(sweep_dir / "sweep_status.json", json.dumps({
-        "exit_code": code, "finished": sorted({r["job"] for r in rows}),
+        "exit_code": code, "finished": sorted({r.job for r in rows}),
         "unfinished": [asdict(f) for f in failures],
         "gate_failed": {job: list(g) for job, g in gates.items()}}, indent=2).encode())
     log.info("sweep report: %s (%d configs, %d missing jobs)", out, len(rows), len(missing))
@@ -240,22 +274,18 @@ _MEANING = {0: "every job finished", 3: "a release gate failed",
             EXIT_SWEEP_INCOMPLETE: "incomplete: some jobs failed or did not finish"}
 
 
-def _e2e(r: dict[str, Any]) -> str:
-    if r["e2e_p95_ms"] is None or r["e2e_p95_ci_low"] is None:
-        return _f(r["e2e_p95_ms"], 2)
-    return f"{r['e2e_p95_ms']:.2f} [{r['e2e_p95_ci_low']:.2f}, {r['e2e_p95_ci_high']:.2f}]"
+def _e2e(r: SweepRow) -> str:
+    if r.e2e_p95_ms is None or r.e2e_p95_ci_low is None:
+        return num(r.e2e_p95_ms, 2)
+    return f"{r.e2e_p95_ms:.2f} [{r.e2e_p95_ci_low:.2f}, {r.e2e_p95_ci_high:.2f}]"
 
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _f(v: float | None, digits: int) -> str:
-    return num(v, digits)
-
-
-def _plot(rows: list[dict[str, Any]], path: Path, metric: str) -> Path | None:
-    pts = [r for r in rows if r["mean"] is not None and _latency(r)]
+def _plot(rows: list[SweepRow], path: Path, metric: str) -> Path | None:
+    pts = [r for r in rows if r.mean is not None and _latency(r)]
     if len(pts) < 2:
         return None
     import matplotlib
@@ -263,28 +293,27 @@ def _plot(rows: list[dict[str, Any]], path: Path, metric: str) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    has_ann = any(r["ann_recall_at_10"] is not None and r["qps"] for r in pts)
+    has_ann = any(r.ann_recall_at_10 is not None and r.qps for r in pts)
     fig, axes = plt.subplots(1, 2 if has_ann else 1, figsize=(11 if has_ann else 6, 4.5),
                              squeeze=False)
     ax = axes[0][0]
     for r in pts:
-        ax.errorbar(_latency(r), r["mean"], yerr=[[r["mean"] - r["ci_low"]],
-                                                  [r["ci_high"] - r["mean"]]],
-                    fmt="*" if r["on_pareto_front"] else "o", capsize=2)
-        ax.annotate(f"{r['job']}:{r['label']}", (_latency(r), r["mean"]), fontsize=6)
+        ax.errorbar(_latency(r), r.mean, yerr=[[r.ci_err()[0]], [r.ci_err()[1]]],
+                    fmt="*" if r.on_pareto_front else "o", capsize=2)
+        ax.annotate(f"{r.job}:{r.label}", (_latency(r), r.mean), fontsize=6)
     ax.set_xlabel("end-to-end p95 latency per query (ms)")
     ax.set_ylabel(f"{metric} (95 % CI)")
     ax.set_title("quality vs latency (★ Pareto)")
     if has_ann:
         ax2 = axes[0][1]
-        ann = [r for r in pts if r["ann_recall_at_10"] is not None and r["qps"]]
-        for job in dict.fromkeys(r["job"] for r in ann):
-            mine = sorted((r for r in ann if r["job"] == job), key=lambda r: r["ann_recall_at_10"])
-            name = " ".join(o for o in mine[0]["overrides"].split() if "experiment=" not in o)
-            ax2.plot([r["ann_recall_at_10"] for r in mine], [r["qps"] for r in mine], "o-",
+        ann = [r for r in pts if r.ann_recall_at_10 is not None and r.qps]
+        for job in dict.fromkeys(r.job for r in ann):
+            mine = sorted((r for r in ann if r.job == job), key=lambda r: r.ann_recall_at_10 or 0.0)
+            name = " ".join(o for o in mine[0].overrides.split() if "experiment=" not in o)
+            ax2.plot([r.ann_recall_at_10 for r in mine], [r.qps for r in mine], "o-",
                      label=f"{job}: {name}"[:60])
             for r in mine:
-                ax2.annotate(r["label"].removeprefix("dense"), (r["ann_recall_at_10"], r["qps"]),
+                ax2.annotate(r.label.removeprefix("dense"), (r.ann_recall_at_10, r.qps),
                              fontsize=6)
         ax2.legend(fontsize="x-small")
         ax2.set_xlabel("ANN recall@10 vs exact")
@@ -312,14 +341,14 @@ def _split(overrides: str, x_key: str) -> tuple[float | None, str]:
     return x, " ".join(rest)
 
 
-def _plot_against(rows: list[dict[str, Any]], x_key: str, path: Path,
+def _plot_against(rows: list[SweepRow], x_key: str, path: Path,
                   metric: str) -> Path | None:
     """metric and Recall@100 against a swept numeric key, one line per other setting."""
-    series: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+    series: dict[str, list[tuple[float, SweepRow]]] = {}
     for r in rows:
-        x, rest = _split(r["overrides"], x_key)
-        if x is not None and r["mean"] is not None:
-            series.setdefault(f"{rest} {r['label']}".strip(), []).append((x, r))
+        x, rest = _split(r.overrides, x_key)
+        if x is not None and r.mean is not None:
+            series.setdefault(f"{rest} {r.label}".strip(), []).append((x, r))
     if not series:
         return None
     import matplotlib
@@ -331,11 +360,11 @@ def _plot_against(rows: list[dict[str, Any]], x_key: str, path: Path,
     for name, pts in sorted(series.items()):
         pts.sort(key=lambda p: p[0])
         xs = [p[0] for p in pts]
-        axes[0][0].errorbar(xs, [p[1]["mean"] for p in pts],
-                            yerr=[[p[1]["mean"] - p[1]["ci_low"] for p in pts],
-                                  [p[1]["ci_high"] - p[1]["mean"] for p in pts]],
+        axes[0][0].errorbar(xs, [p[1].mean for p in pts],
+                            yerr=[[p[1].ci_err()[0] for p in pts],
+                                  [p[1].ci_err()[1] for p in pts]],
                             marker="o", capsize=2, label=name)
-        axes[0][1].plot(xs, [p[1]["recall_at_100"] for p in pts], marker="o", label=name)
+        axes[0][1].plot(xs, [p[1].recall_at_100 for p in pts], marker="o", label=name)
     axes[0][0].set_ylabel(f"{metric} (95 % CI)")
     axes[0][1].set_ylabel("Recall@100")
     for ax in axes[0]:

@@ -15,9 +15,11 @@ from bench.metrics.cli import UsageError
 from bench.results.scores import ConfigScores, read_table, scores_of_table
 
 
-def _labels(path: Path) -> dict[str, str]:
-    """config_id -> label from the run's configs.parquet (empty when it has none)."""
-    configs = path.parent / "configs.parquet"
+def config_labels(run: Path) -> dict[str, str]:
+    """config_id -> label from the configs.parquet beside the run's per_query.parquet (``run``:
+    the run dir or that file; empty when the run has no configs.parquet). The one label map
+    of compare, power and the regression gates."""
+    configs = per_query_path(run).parent / "configs.parquet"
     if not configs.exists():
         return {}
     table = read_table(configs)
@@ -31,7 +33,7 @@ def _resolve(path: Path, wanted: str, configs: list[str]) -> str:
     """A config id given as an id or as a label (configs.parquet's ``label``)."""
     if wanted in configs:
         return wanted
-    labels = _labels(path)
+    labels = config_labels(path)
     hits = [c for c in configs if labels.get(c) == wanted]
     if len(hits) == 1:
         return hits[0]
@@ -81,7 +83,7 @@ def load_side(run_dir: Path, config_id: str | None, flag: str) -> ConfigScores:
         raise InputError(path, 0, "holds no rows")
     if config_id is None:
         if len(configs) > 1:
-            labels = _labels(path)
+            labels = config_labels(path)
             shown = ", ".join(f"{c} ({labels[c]})" if c in labels else c for c in configs)
             raise UsageError(f"{path} holds configs {shown}: choose one with {flag} "
                              "(id or label)")

@@ -3,6 +3,7 @@ front (``bench.rewrite.decide``)."""
 
 from __future__ import annotations
 
+from bench.report.fmt import num
 from bench.rewrite.decide import RewriteOutcome, RewriteReport, SliceCheck
 
 
@@ -10,10 +11,6 @@ def _cell(c: SliceCheck | None) -> str:
     if c is None or c.delta is None or c.ci_low is None or c.ci_high is None:
         return "-"
     return f"{c.delta:+.4f} [{c.ci_low:+.4f}, {c.ci_high:+.4f}]"
-
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:+.1f}"
 
 
 def rewrite_section(r: RewriteReport | None) -> list[str]:
@@ -66,6 +63,6 @@ def _cost_row(o: RewriteOutcome) -> str:
         return "-" if v is None else format(v, fmt)
 
     return (f"| {o.label} | {(o.verdict or '-').upper()} | {f(o.mean)} | {f(o.baseline_mean)} "
-            f"| {f(o.e2e_p50_ms, '.1f')} | {_ms(o.added_p50_ms)} | "
+            f"| {f(o.e2e_p50_ms, '.1f')} | {num(o.added_p50_ms, 1, '+')} | "
             f"{f(o.prompt_tokens_per_query, '.1f')} | {f(o.output_tokens_per_query, '.1f')} | "
             f"{o.failed_generations} | {'yes' if o.on_front else ''} |")

@@ -28,6 +28,7 @@ import numpy as np
 
 from bench.pipeline.lanes import ConfigKind
 from bench.report.base import StageReport
+from bench.report.fmt import num
 from bench.results import schema
 from bench.results.records import Comparison
 from bench.results.scores import ConfigScores
@@ -40,10 +41,6 @@ if TYPE_CHECKING:
     from bench.pipeline.outcome import ConfigRun, Executed
 
 TABLE = "routes.parquet"
-
-
-def _f(x: float | None, digits: int = 3) -> str:
-    return "-" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
 
 
 def classification(labels: Sequence[str], routes: Sequence[str]) -> dict[str, Any]:
@@ -166,8 +163,9 @@ def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
             vals = [_mean_on(xs, n)[0] for n in names]
             ac = _mean_on(ans, "answer_correct")[0] if ans is not None else float("nan")
             lines.append(f"| {name}: `{x.spec.config_id}` {x.spec.label} | "
-                         + " | ".join(_f(v) for v in vals)
-                         + f" | {_f(no_evidence_share(x))} | {_f(ac)} | "
+                         + " | ".join(num(v, 3, finite=True) for v in vals)
+                         + f" | {num(no_evidence_share(x), 3, finite=True)} | "
+                         f"{num(ac, 3, finite=True)} | "
                          f"{'-' if e is None else f'{e.p50.value:.1f}'} | "
                          f"{'-' if e is None else f'{e.p95.value:.1f}'} |")
             quality[name] = {"config_id": x.spec.config_id, **dict(zip(names, vals,
@@ -193,7 +191,7 @@ def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
             ids = {q.query_id for q, rr in zip(ds.queries, routes, strict=True) if rr == route}
             if not ids:
                 lines.append(f"| {route} | 0 | - | - | " + " | ".join("-" for _ in fixed)
-                             + " | 0 | - | " + _f(slo.get(route), 0) + " | - |")
+                             + " | 0 | - | " + num(slo.get(route), 0, finite=True) + " | - |")
                 continue
             mine, n_scored = _mean_on(s, metric, ids)
             others = [_mean_on(by_id[x.spec.config_id][1], metric, ids)[0]
@@ -205,9 +203,11 @@ def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
             goal = slo.get(route)
             verdict = ("-" if goal is None or p95 is None else
                        ("met" if p95 <= goal else "MISSED"))
-            lines.append(f"| {route} | {len(ids)} | {prec:.3f} | {_f(mine)} (n={n_scored}) | "
-                         + " | ".join(_f(v) for v in others)
-                         + f" | {len(ms)} | {_f(p95, 1)} | {_f(goal, 0)} | {verdict} |")
+            lines.append(f"| {route} | {len(ids)} | {prec:.3f} | "
+                         f"{num(mine, 3, finite=True)} (n={n_scored}) | "
+                         + " | ".join(num(v, 3, finite=True) for v in others)
+                         + f" | {len(ms)} | {num(p95, 1, finite=True)} | "
+                         f"{num(goal, 0, finite=True)} | {verdict} |")
             per_route[route] = {"queries": len(ids), "label_precision": prec, metric: mine,
                                 "requests": len(ms), "p95_ms": p95, "slo_p95_ms": goal,
                                 "slo": verdict}

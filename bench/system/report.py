@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.report.fmt import num
 from bench.system.base import OK, STATUSES, SystemRun
 
 if TYPE_CHECKING:
@@ -130,10 +131,6 @@ def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
     return StageReport("system", (SYSTEM_FILE,), tuple(system_section(systems)), {})
 
 
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:.1f}"
-
-
 def system_section(systems: Sequence[SystemLatency]) -> list[str]:
     """The report's black-box section: requests by status and the latency split."""
     if not systems:
@@ -148,13 +145,13 @@ def system_section(systems: Sequence[SystemLatency]) -> list[str]:
              "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for s in systems:
         c = dict(s.counts)
-        net = (_ms(s.network_p50_ms) if s.server_p50_ms is not None
-               else "(with server) " + _ms(None if s.e2e_p50_ms is None or s.client_p50_ms
-                                          is None else s.e2e_p50_ms - s.client_p50_ms))
+        net = (num(s.network_p50_ms, 1) if s.server_p50_ms is not None
+               else "(with server) " + num(None if s.e2e_p50_ms is None or s.client_p50_ms
+                                          is None else s.e2e_p50_ms - s.client_p50_ms, 1))
         lines.append(f"| `{s.config_id}` {s.label} | {s.n_requests} | "
                      + " / ".join(str(c.get(k, 0)) for k in STATUSES)
-                     + f" | {s.from_cache} | {_ms(s.e2e_p50_ms)} | {_ms(s.e2e_p95_ms)} | "
-                     f"{_ms(s.ttft_p50_ms)} | {_ms(s.server_p50_ms)} | {net} | "
-                     f"{_ms(s.client_p50_ms)} |")
+                     + f" | {s.from_cache} | {num(s.e2e_p50_ms, 1)} | {num(s.e2e_p95_ms, 1)} | "
+                     f"{num(s.ttft_p50_ms, 1)} | {num(s.server_p50_ms, 1)} | {net} | "
+                     f"{num(s.client_p50_ms, 1)} |")
     lines.append("")
     return lines

@@ -93,7 +93,7 @@ def test_every_reader_sees_the_same_typed_records(synthetic_run: Path) -> None:
     assert missing == []
     for r, c in zip(rows, views, strict=True):
         s = c.mean("ndcg@10")
-        assert (r["config_id"], r["mean"], r["e2e_p95_ms"]) == (
+        assert (r.config_id, r.mean, r.e2e_p95_ms) == (
             c.config_id, None if s is None else s.mean, c.row.e2e_p95_ms)
     # the merged report's all-pairs table pairs like the run: dense vs the next config
     pairs = {(p["a"], p["b"]): p for p in all_pairs([run_data], "ndcg@10",
