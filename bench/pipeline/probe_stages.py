@@ -224,8 +224,10 @@ def _embed_probe(budget: StageBudget, the_plan: Plan, executor: Executor,
     tokens = np.asarray(chunks.n_tokens, dtype=np.int64)
     # the corpus pass batches longest first: probe batches of alike lengths, as it does
     idx = idx[np.argsort(-tokens[idx], kind="stable")]
+    # the corpus pass's own batch size (a CPU's throughput depends on it), but >= 4 batches
+    # for the bootstrap
     bs = emb.batch_size if isinstance(emb, ShardableEmbedder) else 32
-    bs = max(1, min(bs, max(len(idx) // 8, 1)))
+    bs = max(1, min(bs, len(idx) // 4))
 
     def measure(tmp: Path) -> dict[str, Any]:
         texts = [chunks.text[int(i)] for i in idx]
@@ -466,7 +468,8 @@ def _generate_probe(budget: StageBudget, the_plan: Plan, executor: Executor,
     if not ok:
         return StageProbe("generate", label, keys, status="failed: no probe request answered",
                           probe_s=spent, cached=hit)
-    kw: dict[str, Any] = {"confidence": budget.confidence, "resamples": budget.resamples, "seed": budget.seed}
+    kw: dict[str, Any] = {"confidence": budget.confidence, "resamples": budget.resamples,
+                          "seed": budget.seed}
     n = f"{len(ok)} real requests (prompts by the run's context builder on sampled chunks)"
     ests = [sample_estimate(np.asarray([g["e2e_ms"] for g in ok]), "p95",
                             name="gen_request_p95_ms", how=f"{n}; bootstrap p95", **kw),

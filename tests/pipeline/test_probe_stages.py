@@ -85,7 +85,7 @@ def test_embedding_ceiling_prunes_before_the_corpus_is_embedded(compose_cfg,  # 
     assert doc["configs_pruned"] == doc["configs"] == 1
     assert set(_status(res.run_dir).values()) == {"pruned"}
     # the corpus was never embedded: nothing of the stage is in the store
-    assert "embed_docs" not in json.loads((res.run_dir / "run.json").read_text())["cache_hits"]
+    assert "embed_docs" not in res.cache_hits
     assert not (cache / "embed_docs").exists() or not any((cache / "embed_docs").iterdir())
     assert doc["probe_cost_s"] > 0 and not embed["from_cache"]
     # the same probe again: its measurements come from the cache, no probing cost
@@ -179,3 +179,15 @@ def test_bad_budget_is_one_config_error(compose_cfg, tmp_path: Path, extra: list
             tmp_path / "a")
     assert exc.value.key == key
     assert not (tmp_path / "cache" / "chunk").exists()  # before any work
+
+
+def test_plan_preview_names_the_stage_ceilings(compose_cfg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    res = run(compose_cfg([*BASE, *GEN, f"cache_dir={tmp_path / 'cache'}", "budget=stages",
+                           "budget.max_embed_docs_s=10", "budget.max_index_bytes=1e9",
+                           "budget.max_gen_tpot_ms=5", "plan_only=true"]), tmp_path / "a")
+    lines = (res.plan_text or "").splitlines()
+    embed = next(x for x in lines if "embed_docs:" in x)
+    assert "pruned if over budget.max_embed_docs_s" in embed
+    assert "budget.max_index_bytes" in next(x for x in lines if "index:" in x)
+    assert "budget.max_gen_tpot_ms" in next(x for x in lines if "generate:" in x)
+    assert not (tmp_path / "cache" / "chunk").exists()  # nothing computed
