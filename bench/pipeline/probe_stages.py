@@ -65,6 +65,7 @@ from bench.errors import ConfigError
 from bench.pipeline.executor import Executor
 from bench.pipeline.lanes import ConfigKind, ConfigSpec
 from bench.pipeline.node import Node
+from bench.rerank.base import IndexedReranker
 
 if TYPE_CHECKING:
     from bench.chunking.base import ChunkTable
@@ -361,35 +362,52 @@ def _rerank_probes(budget: StageBudget, comps: Components, the_plan: Plan,
             by_depth.setdefault(int(c.params["depth"]), []).append(c)
     if reranker is None or not by_depth:
         return []
+
     picked = _sample(len(dataset.queries), min(budget.probe_queries, 20), budget.seed)
-    rng = np.random.default_rng(budget.seed)
     depths = sorted(by_depth)
-    passages = {q: [chunks.text[int(i)] for i in
-                    rng.choice(len(chunks), size=min(max(depths), len(chunks)), replace=False)]
-                for q in picked.tolist()}
+    # scoring time depends on how many passages and how long, not which: one seeded sample
+    # of max(depths) chunks serves every probe query
+    pool = _sample(len(chunks), max(depths), budget.seed + 1)
+    texts = [chunks.text[int(i)] for i in pool]
+    ranker = reranker if isinstance(reranker, IndexedReranker) else None
+    indexed = ranker is not None
 
     def measure(tmp: Path) -> dict[str, Any]:
-        q0 = int(picked[0])
-        reranker.score([dataset.queries[q0].text], [passages[q0][:depths[0]]])  # warm-up
-        out: dict[str, list[float]] = {}
-        for d in depths:
-            for q in picked.tolist():
-                t0 = time.perf_counter()
-                reranker.score([dataset.queries[q].text], [passages[q][:d]])
-                out.setdefault(str(d), []).append((time.perf_counter() - t0) * 1000.0)
+        with tempfile.TemporaryDirectory(prefix="bench-probe-rerank-") as d:
+            index = None
+            if ranker is not None:  # as deployed: passages encoded at index time
+                ranker.index_passages(texts, Path(d))
+                index = ranker.load_index(Path(d))
+
+            def score(query: str, depth: int) -> None:
+                if ranker is not None:
+                    ranker.score_indexed([query], index, [np.arange(depth, dtype=np.int64)])
+                else:
+                    reranker.score([query], [texts[:depth]])
+
+            score(dataset.queries[int(picked[0])].text, depths[0])  # warm-up
+            out: dict[str, list[float]] = {}
+            for dep in depths:
+                for q in picked.tolist():
+                    t0 = time.perf_counter()
+                    score(dataset.queries[q].text, dep)
+                    out.setdefault(str(dep), []).append((time.perf_counter() - t0) * 1000.0)
         return {"ms": out}
 
     raw, hit, spent = _cached_json(
         executor, "probe_rerank",
         {"reranker": reranker.cache_params(), "depths": depths, "queries": len(picked),
-         "seed": budget.seed}, [the_plan.chunk.key, the_plan.data.key], measure)
+         "seed": budget.seed, "indexed": indexed},
+        [the_plan.chunk.key, the_plan.data.key], measure)
     out = []
     for i, d in enumerate(depths):
         est = sample_estimate(np.asarray(raw["ms"][str(d)]), "p95",
                               confidence=budget.confidence, resamples=budget.resamples,
                               seed=budget.seed, name="rerank_p95_ms",
                               how=f"{len(picked)} probe queries x {d} sampled passages "
-                                  "scored one query per call; bootstrap p95")
+                                  f"scored one query per call"
+                                  f"{' from a passage index of the sample' if indexed else ''}"
+                                  "; bootstrap p95")
         checks = _checks(budget, [est], {"max_stage_p95_ms.rerank": "rerank_p95_ms"})
         out.append(StageProbe("rerank", f"{getattr(reranker, 'name', 'reranker')} at depth {d}",
                               tuple(c.leaf.key for c in by_depth[d]), (est,), checks,

@@ -191,3 +191,17 @@ def test_plan_preview_names_the_stage_ceilings(compose_cfg, tmp_path: Path) -> N
     assert "budget.max_index_bytes" in next(x for x in lines if "index:" in x)
     assert "budget.max_gen_tpot_ms" in next(x for x in lines if "generate:" in x)
     assert not (tmp_path / "cache" / "chunk").exists()  # nothing computed
+
+
+def test_rerank_ceiling_prunes_depths_before_any_candidate(compose_cfg, tmp_path: Path  # type: ignore[no-untyped-def]
+                                                           ) -> None:
+    res = run(compose_cfg([*BASE, f"cache_dir={tmp_path / 'cache'}", "budget=stages",
+                           "reranker=maxsim", "reranker.depths=[5,10]",
+                           "+budget.max_stage_p95_ms.rerank=1e-6"]), tmp_path / "a")
+    doc = _probes(res.run_dir)
+    rer = [p for p in doc["probes"] if p["kind"] == "rerank"]
+    assert [p["depth"] for p in rer] == [5, 10] and all(p["pruned"] for p in rer)
+    assert all("passage index" in p["estimates"][0]["how"] for p in rer)  # maxsim is indexed
+    assert _status(res.run_dir) == {"dense": "ok", "dense>maxsim@5": "pruned",
+                                    "dense>maxsim@10": "pruned"}
+    assert not any(k.startswith("rerank_scores") for k in res.cache_hits)  # never scored
