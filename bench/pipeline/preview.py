@@ -20,6 +20,7 @@ from bench.cache.events import read_events
 from bench.cache.store import ArtifactStore, canonical_json, read_meta
 from bench.pipeline.node import Node, Phase
 from bench.pipeline.plan import Plan, prune_node
+from bench.pipeline.probe_stages import stage_prunes
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ def pruned_by(the_plan: Plan, budget: Budget | None) -> dict[str, tuple[str, ...
     def add(node: Node, ceiling: str) -> None:
         out.setdefault(node.key, {})[ceiling] = None
 
+    for node, ceiling in stage_prunes(budget, the_plan):  # probed before the node runs
+        add(node, ceiling)
     for spec in the_plan.configs:
         if isinstance(budget, ChainBudget):
             timed = {s for n in spec.chain if n.phase is Phase.QUERY for s in n.op.latency_stages}

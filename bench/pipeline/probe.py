@@ -78,6 +78,8 @@ class ProbeOutcome:
     sample_query_ids: tuple[str, ...] = ()
     wall_s: float = 0.0
     budget: Any = None
+    #: the stage probes run before the corpus work (``bench.pipeline.probe_stages``)
+    stages: Any = None
 
 
 def probe_sample(n_queries: int, k: int, seed: int) -> np.ndarray:
@@ -115,14 +117,17 @@ def _prune_key(spec: ConfigSpec, check: BudgetCheck) -> str:
 
 
 def probe_configs(comps: Components, the_plan: Plan, executor: Executor, dataset: Dataset,
-                  device: str, telemetry: Telemetry) -> ProbeOutcome:
+                  device: str, telemetry: Telemetry,
+                  pruned_before: Mapping[str, str] | None = None) -> ProbeOutcome:
+    """``pruned_before``: node keys the stage probes pruned already (their configs are
+    pruned by that prefix, not probed)."""
     budget: Budget | None = comps.budget
     if budget is None or not the_plan.configs:
-        return ProbeOutcome({})
+        return ProbeOutcome(dict(pruned_before or {}))
     t0 = time.perf_counter()
     seed = budget.seed
     sample = probe_sample(len(dataset.queries), budget.probe_queries, seed)
-    pruned: dict[str, str] = {}
+    pruned: dict[str, str] = dict(pruned_before or {})
     probes: dict[str, ConfigProbe] = {}
     for spec in the_plan.configs:
         prefix = next((pruned[n.key] for n in spec.chain if n.key in pruned), None)

@@ -378,7 +378,10 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
     cache_hits = {done.plan.node_name(r.node): r.hit for r in ex.resolutions if r.node.cached}
     chunk_report: ChunkReport = ex.value(done.plan.chunk_stats)
     embed_failed = ex.failure(done.plan.embed_docs)  # a remote embedder that failed
-    embed: Embeddings = (ex.value(done.plan.embed_docs) if embed_failed is None
+    # a corpus pass every config's budget pruned is not computed just for these stats
+    embed_run = (any(r.node.key == done.plan.embed_docs.key for r in ex.resolutions)
+                 or ex.is_cached(done.plan.embed_docs))
+    embed: Embeddings = (ex.value(done.plan.embed_docs) if embed_failed is None and embed_run
                          else Embeddings(np.zeros((0, 0), np.float32),
                                          EmbeddingStats(0, 0, 0.0, 0)))
     index_res = next((r for r in ex.resolutions if r.node.key == done.plan.index.key), None)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from bench.budget.stages import StageBudget
 from bench.cache.store import ArtifactStore
 from bench.config.build import build
 from bench.config.toplevel import check_gate_categories
@@ -64,6 +65,8 @@ from bench.pipeline.latency import LatencyRun
 from bench.pipeline.outcome import ConfigRun, Executed, RunResult
 from bench.pipeline.plan import ConfigKind, ConfigSpec, Plan, plan
 from bench.pipeline.probe import ProbeOutcome, probe_configs
+from bench.pipeline.probe_stages import check_stage_budget, probe_stages
+from bench.pipeline.probe_stages import report as probe_report
 from bench.pipeline.record import write_plan, write_results
 from bench.pipeline.request import QueryChain
 from bench.pipeline.scoring import (
@@ -111,6 +114,7 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     check_served_embedder(p.comps, p.plan, p.executor)  # before any work, not in a plan
     log.info("plan: %d configs over %d nodes", len(p.plan.configs), len(p.plan.nodes()))
     configs, probe, memo = execute(p)
+    probe_report(probe.stages, p.plan, p.executor, run_dir)  # budget_probes.json
     done = score(p, configs, probe, memo)
     comparisons = compare_configs(done)
     decisions = filter_decisions(done)
@@ -248,14 +252,21 @@ def execute(p: Prepared) -> tuple[list[ConfigRun], ProbeOutcome, dict[str, MemoC
     even when a stage fails."""
     comps, the_plan, executor = p.comps, p.plan, p.executor
     executor.resolved(the_plan.chunk_stats)
-    probe = probe_configs(comps, the_plan, executor, p.dataset, p.device, p.telemetry)
+    early = probe_stages(comps, the_plan, executor, p.dataset, p.device)  # before corpus work
+    if isinstance(comps.budget, StageBudget) and not comps.budget.chain_probe_needed:
+        probe = ProbeOutcome(dict(early.pruned), wall_s=early.wall_s, budget=comps.budget,
+                             stages=early)  # no ceiling needs the whole chain probed
+    else:
+        probe = replace(probe_configs(comps, the_plan, executor, p.dataset, p.device,
+                                      p.telemetry, early.pruned), stages=early)
+    pruned = {} if early.validate else probe.pruned  # validate: pruned configs run too
     memo = memo_generators(comps)
     memo_by_config: dict[str, MemoCounts] = {}
     try:
         configs = []
         for spec in the_plan.configs:
             before = [g.counts.snapshot() for g in memo]
-            configs.append(execute_config(spec, the_plan, executor, probe.pruned,
+            configs.append(execute_config(spec, the_plan, executor, pruned,
                                           p.data_timing, p.dataset, p.device))
             if memo and spec.kind is ConfigKind.GENERATED:
                 memo_by_config[spec.config_id] = sum_counts(
@@ -474,6 +485,7 @@ def check_budget_stages(comps: Components, the_plan: Plan, n_queries: int) -> No
         raise ConfigError("budget.probe_queries",
                           f"{comps.budget.probe_queries} probe queries, but this run evaluates "
                           f"{n_queries} queries: set budget.probe_queries <= {n_queries}")
+    check_stage_budget(comps.budget, the_plan)
     if isinstance(comps.budget, ChainBudget):
         try:
             comps.budget.check_stages(the_plan.query_time_stages())

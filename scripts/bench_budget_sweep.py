@@ -1,0 +1,123 @@
+"""Does pruning before paying pay? ``+experiment=budget_sweep`` three ways, in one process
+tree, each on its own cold cache, one after another (run it under the CPU lock):
+
+A. pruned: the experiment as shipped (``budget=stages``);
+B. unpruned: the same sweep with the experiment's ceilings lifted;
+C. validation: ``budget.validate=true`` on B's cache (the pruned configs' nodes are B's: their
+   measured figures are B's computations; the probes are measured afresh).
+
+Prints (and writes ``OUT/budget_sweep.md``): configs planned / pruned / run, A's probe cost vs
+the work it saved (B's wall minus A's wall without its probes), the validation table per probe
+kind (prediction errors, bounds missed, pruned configs that would have passed), and the
+per-query identity of every surviving config of A against B (by config id).
+
+    flock /tmp/bench-cpu.lock python scripts/bench_budget_sweep.py OUT [hydra overrides...]
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+
+def sweep(out: Path, name: str, extra: list[str]) -> tuple[float, list[Path]]:
+    d = out / name
+    cmd = [sys.executable, "-m", "bench", "+experiment=budget_sweep",
+           f"cache_dir={out / ('cache_' + ('B' if name == 'C' else name))}",
+           f"hydra.sweep.dir={d}", "report.plot=false", *extra]
+    t0 = time.perf_counter()
+    with (out / f"{name}.log").open("w") as log:
+        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+    wall = time.perf_counter() - t0
+    if rc not in (0, 3):
+        raise SystemExit(f"sweep {name} exited {rc}: see {out / (name + '.log')}")
+    jobs = sorted((p for p in d.iterdir() if (p / "run.json").is_file()),
+                  key=lambda p: int(p.name))
+    return wall, jobs
+
+
+def configs(jobs: list[Path]) -> list[dict]:
+    return [{**r, "job": j.name} for j in jobs
+            for r in pq.read_table(j / "configs.parquet").to_pylist()]
+
+
+def per_query(jobs: list[Path]) -> dict[tuple[str, str], dict[tuple[str, str], float]]:
+    out: dict[tuple[str, str], dict[tuple[str, str], float]] = {}
+    for j in jobs:
+        for r in pq.read_table(j / "per_query.parquet",
+                               columns=["config_id", "query_id", "metric", "value"]).to_pylist():
+            out.setdefault((j.name, r["config_id"]), {})[(r["query_id"], r["metric"])] = \
+                r["value"]
+    return out
+
+
+def probes(jobs: list[Path]) -> list[dict]:
+    return [json.loads((j / "budget_probes.json").read_text()) for j in jobs
+            if (j / "budget_probes.json").is_file()]
+
+
+def _equal(a: dict[tuple[str, str], float], b: dict[tuple[str, str], float]) -> bool:
+    """Same keys, same values (NaN equal to NaN: an undefined metric on both sides)."""
+    return a.keys() == b.keys() and all(
+        a[k] == b[k] or (a[k] is not None and b[k] is not None and np.isnan(a[k])
+                         and np.isnan(b[k])) for k in a)
+
+
+def main() -> None:
+    out = Path(sys.argv[1]).resolve()
+    extra = sys.argv[2:]
+    out.mkdir(parents=True, exist_ok=True)
+    wall_a, jobs_a = sweep(out, "A", extra)
+    # the experiment's ceilings lifted (budget=none would refuse its budget.* keys): no
+    # ceiling, nothing probed, nothing pruned
+    wall_b, jobs_b = sweep(out, "B", [*extra, "budget.max_embed_docs_s=null",
+                                      "budget.max_stage_p95_ms={}"])
+    wall_c, jobs_c = sweep(out, "C", [*extra, "budget.validate=true"])
+    ca = configs(jobs_a)
+    pruned = [c for c in ca if c["status"] == "pruned"]
+    docs_a = probes(jobs_a)
+    probe_cost = sum(d["probe_cost_s"] for d in docs_a)
+    saved = wall_b - (wall_a - probe_cost)
+    lines = ["| | value |", "|---|---:|",
+             f"| jobs | {len(jobs_a)} |", f"| configs planned | {len(ca)} |",
+             f"| configs pruned | {len(pruned)} |", f"| configs run | {len(ca) - len(pruned)} |",
+             f"| wall, pruned sweep (A) | {wall_a:.1f} s |",
+             f"| wall, unpruned sweep (B) | {wall_b:.1f} s |",
+             f"| probe cost in A (sum of probing seconds) | {probe_cost:.1f} s |",
+             f"| work saved = B - (A - probes) | {saved:.1f} s |",
+             f"| probe cost / work saved | "
+             f"{probe_cost / saved if saved > 0 else float('nan'):.2f} |",
+             f"| wall, validation sweep (C, on B's cache) | {wall_c:.1f} s |", ""]
+    rows = [r for d in probes(jobs_c) for r in d.get("validation", [])]
+    kinds: dict[str, list[dict]] = {}
+    for r in rows:
+        kinds.setdefault(f"{r['kind']} {r['name']}", []).append(r)
+    lines += ["| probe estimate | n | median abs rel error | bounds missed | pruned | "
+              "wrong prunes |", "|---|---:|---:|---:|---:|---:|"]
+    for k, rs in sorted(kinds.items()):
+        errs = [abs(r["rel_error"]) for r in rs if r["rel_error"] is not None]
+        lines.append(f"| {k} | {len(rs)} | "
+                     f"{np.median(errs) if errs else float('nan'):.2f} | "
+                     f"{sum(1 for r in rs if r['within_bounds'] is False)} | "
+                     f"{sum(1 for r in rs if r['pruned'])} | "
+                     f"{sum(1 for r in rs if r['wrong_prune'])} |")
+    wrong = sum(1 for r in rows if r["wrong_prune"])
+    lines += ["", f"pruned configs that would have passed (validation): **{wrong}**", ""]
+    qa, qb = per_query(jobs_a), per_query(jobs_b)
+    kept = [(c["job"], c["config_id"]) for c in ca if c["status"] != "pruned"]
+    same = sum(1 for k in kept if k in qb and _equal(qa.get(k, {}), qb[k]))
+    lines.append(f"per-query identity of surviving configs, A vs B (same job, same config "
+                 f"id, every (query, metric) value equal): **{same} of {len(kept)}**")
+    text = "\n".join(lines)
+    print(text)
+    (out / "budget_sweep.md").write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+"""Stage probes before paying (``budget=stages``), end to end on the synthetic corpus: a
+breached ceiling prunes before the node runs (the node is never computed), kept configs'
+values equal an unbudgeted run's, the probes' measurements are cached, validation runs the
+pruned configs and reports prediction errors, and bad input is one config error."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from bench.errors import ConfigError
+from bench.generation.base import Generation, GenerationRequest
+from bench.pipeline.run import run
+
+#: request ids every TimedGenerator answered, across runs
+CALLS: list[str] = []
+
+
+class TimedGenerator:
+    """Test double of the Generator protocol reporting a scripted latency: TTFT
+    ``ttft_ms``, ``tpot_ms`` per further token, 4 output tokens."""
+
+    def __init__(self, *, ttft_ms: float = 50.0, tpot_ms: float = 10.0) -> None:
+        self.ttft_ms = ttft_ms
+        self.tpot_ms = tpot_ms
+
+    def cache_params(self) -> dict[str, object]:
+        return {"backend": "timed", "ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms}
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        out = []
+        for r in requests:
+            CALLS.append(r.request_id)
+            prompt = sum(len(m.content.split()) for m in r.messages)
+            out.append(Generation(r.request_id, "a b c d", "ok", "stop", prompt, 4,
+                                  self.ttft_ms, self.tpot_ms, self.ttft_ms + 3 * self.tpot_ms))
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+BASE = ["+experiment=quickstart", "dataset=synthetic", "metrics.bootstrap_resamples=100",
+        "report.plot=false", "budget.probe_queries=4", "budget.probe_chunks=32",
+        "budget.resamples=200", "budget.index_build_repeats=1"]
+GEN = ["generator._target_=test_probe_stages.TimedGenerator", "generation.max_queries=6"]
+
+
+def _probes(d: Path) -> dict:
+    return json.loads((d / "budget_probes.json").read_text())
+
+
+def _status(d: Path) -> dict[str, str]:
+    return {r["label"]: r["status"] for r in pq.read_table(d / "configs.parquet").to_pylist()}
+
+
+def _values(d: Path) -> list[tuple]:
+    t = pq.read_table(d / "per_query.parquet").to_pylist()
+    return sorted((r["config_id"], r["query_id"], r["metric"], r["value"]) for r in t
+                  if r["value"] is not None)
+
+
+def _misses(d: Path) -> set[str]:
+    hits = json.loads((d / "run.json").read_text())["cache_hits"]
+    return {k for k, v in hits.items() if v is False}
+
+
+def test_embedding_ceiling_prunes_before_the_corpus_is_embedded(compose_cfg,  # type: ignore[no-untyped-def]
+                                                                tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    res = run(compose_cfg([*BASE, f"cache_dir={cache}", "budget=stages",
+                           "budget.max_embed_docs_s=1e-9"]), tmp_path / "a")
+    doc = _probes(res.run_dir)
+    (embed,) = [p for p in doc["probes"] if p["kind"] == "embed_docs"]
+    assert embed["pruned"] and embed["reason"].startswith("embed_docs_s predicted")
+    est = embed["estimates"][0]
+    assert 0 < est["lower"] <= est["predicted"] <= est["upper"]
+    assert doc["configs_pruned"] == doc["configs"] == 1
+    assert set(_status(res.run_dir).values()) == {"pruned"}
+    # the corpus was never embedded: nothing of the stage is in the store
+    assert "embed_docs" not in res.cache_hits
+    assert not (cache / "embed_docs").exists() or not any((cache / "embed_docs").iterdir())
+    assert doc["probe_cost_s"] > 0 and not embed["from_cache"]
+    # the same probe again: its measurements come from the cache, no probing cost
+    res2 = run(compose_cfg([*BASE, f"cache_dir={cache}", "budget=stages",
+                            "budget.max_embed_docs_s=1e-9"]), tmp_path / "b")
+    doc2 = _probes(res2.run_dir)
+    assert doc2["probes"][0]["from_cache"] and doc2["probe_cost_s"] == 0.0
+    assert doc2["probes"][0]["estimates"] == embed["estimates"]
+
+
+def test_generous_ceilings_keep_values_identical(compose_cfg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cache = tmp_path / "cache"
+    plain = run(compose_cfg([*BASE[:4], f"cache_dir={tmp_path / 'c0'}"]), tmp_path / "plain")
+    res = run(compose_cfg([*BASE, f"cache_dir={cache}", "budget=stages",
+                           "budget.max_embed_docs_s=1e6", "budget.max_index_build_s=1e6",
+                           "budget.max_index_bytes=1e12",
+                           "+budget.max_stage_p95_ms.embed_query=1e6"]), tmp_path / "a")
+    doc = _probes(res.run_dir)
+    kinds = {p["kind"]: p for p in doc["probes"]}
+    assert set(kinds) == {"embed_docs", "index", "embed_query"}
+    assert not any(p["pruned"] for p in doc["probes"]) and doc["configs_pruned"] == 0
+    index = {e["name"]: e for e in kinds["index"]["estimates"]}
+    assert "power-law fit" in index["index_bytes"]["how"]
+    # a flat index's bytes grow as n^1: the fit extrapolates the built index's size
+    built = json.loads(next(cache.glob("index/**/build.json")).read_text())
+    assert index["index_bytes"]["predicted"] == pytest.approx(built["index_bytes"], rel=0.05)
+    assert set(_status(res.run_dir).values()) == {"ok"}
+    assert _values(res.run_dir) == _values(plain.run_dir)
+
+
+def test_generator_ceiling_prunes_generated_configs_only(compose_cfg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    CALLS.clear()
+    # the double's request takes 50 + 3 x 10 = 80 ms: over 60, the retrieval config stays
+    res = run(compose_cfg([*BASE, *GEN, f"cache_dir={tmp_path / 'cache'}", "budget=stages",
+                           "budget.max_gen_request_p95_ms=60"]), tmp_path / "a")
+    doc = _probes(res.run_dir)
+    (gen,) = [p for p in doc["probes"] if p["kind"] == "generate"]
+    est = {e["name"]: e for e in gen["estimates"]}
+    assert est["gen_request_p95_ms"]["lower"] == pytest.approx(80.0)
+    assert est["gen_ttft_p95_ms"]["predicted"] == pytest.approx(50.0)
+    assert est["gen_tpot_ms"]["predicted"] == pytest.approx(10.0)
+    assert gen["pruned"] and len(gen["configs_pruned"]) == 1
+    statuses = _status(res.run_dir)
+    assert sorted(statuses.values()) == ["ok", "pruned"]
+    # only the probe's requests (warm-up + 3) were answered: no answer of the subset
+    assert CALLS and all(c.startswith("budget-probe-") for c in CALLS) and len(CALLS) == 4
+
+
+def test_validate_runs_pruned_configs_and_reports_errors(compose_cfg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    CALLS.clear()
+    res = run(compose_cfg([*BASE, *GEN, f"cache_dir={tmp_path / 'cache'}", "budget=stages",
+                           "budget.max_gen_request_p95_ms=60", "budget.max_embed_docs_s=1e6",
+                           "budget.max_index_build_s=1e6", "budget.validate=true"]),
+              tmp_path / "a")
+    doc = _probes(res.run_dir)
+    assert doc["validate"] and set(_status(res.run_dir).values()) == {"ok"}
+    rows = {(r["kind"], r["name"]): r for r in doc["validation"]}
+    gen = rows[("generate", "gen_request_p95_ms")]
+    assert gen["pruned"] and gen["measured"] == pytest.approx(80.0) and not gen["wrong_prune"]
+    assert rows[("embed_docs", "embed_docs_s")]["measured"] > 0
+    assert rows[("index", "index_bytes")]["measured"] > 0
+    assert doc["wrong_prunes"] == 0
+    assert any(not c.startswith("budget-probe-") for c in CALLS)  # the pruned config ran
+
+
+def test_wrong_prune_is_counted() -> None:
+    from bench.budget.stages import Estimate, StageCheck
+    from bench.pipeline.probe_stages import StageProbe, validation_row
+
+    # pruned on a lower bound of 90 over a limit of 85; the full run measured 80: wrong
+    est = Estimate("gen_request_p95_ms", 95.0, 90.0, 99.0, "scripted")
+    probe = StageProbe("generate", "g", ("k",), (est,),
+                       (StageCheck("max_gen_request_p95_ms", 85.0, est),))
+    row = validation_row(probe, est, 80.0)
+    assert row["pruned"] and row["wrong_prune"] and row["within_bounds"] is False
+    assert row["rel_error"] == pytest.approx((95.0 - 80.0) / 80.0)
+    right = validation_row(probe, est, 92.0)  # measured over the limit: a right prune
+    assert right["pruned"] and not right["wrong_prune"] and right["within_bounds"]
+
+
+@pytest.mark.parametrize(("extra", "key"), [
+    (["budget.max_gen_ttft_p95_ms=100"], "budget.max_gen_ttft_p95_ms"),
+    (["budget.max_index_build_s=-1"], "budget.max_index_build_s"),
+    (["budget.max_embed_docs_cost=1"], "budget.max_embed_docs_cost"),
+    (["budget.probe_queries=500"], "budget.probe_queries"),
+])
+def test_bad_budget_is_one_config_error(compose_cfg, tmp_path: Path, extra: list[str],  # type: ignore[no-untyped-def]
+                                        key: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        run(compose_cfg([*BASE, f"cache_dir={tmp_path / 'cache'}", "budget=stages", *extra]),
+            tmp_path / "a")
+    assert exc.value.key == key
+    assert not (tmp_path / "cache" / "chunk").exists()  # before any work
+
+
+def test_plan_preview_names_the_stage_ceilings(compose_cfg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    res = run(compose_cfg([*BASE, *GEN, f"cache_dir={tmp_path / 'cache'}", "budget=stages",
+                           "budget.max_embed_docs_s=10", "budget.max_index_bytes=1e9",
+                           "budget.max_gen_tpot_ms=5", "plan_only=true"]), tmp_path / "a")
+    lines = (res.plan_text or "").splitlines()
+    embed = next(x for x in lines if "embed_docs:" in x)
+    assert "pruned if over budget.max_embed_docs_s" in embed
+    assert "budget.max_index_bytes" in next(x for x in lines if "index:" in x)
+    assert "budget.max_gen_tpot_ms" in next(x for x in lines if "generate:" in x)
+    assert not (tmp_path / "cache" / "chunk").exists()  # nothing computed
+
+
+def test_rerank_ceiling_prunes_depths_before_any_candidate(compose_cfg, tmp_path: Path  # type: ignore[no-untyped-def]
+                                                           ) -> None:
+    res = run(compose_cfg([*BASE, f"cache_dir={tmp_path / 'cache'}", "budget=stages",
+                           "reranker=maxsim", "reranker.depths=[5,10]",
+                           "+budget.max_stage_p95_ms.rerank=1e-6"]), tmp_path / "a")
+    doc = _probes(res.run_dir)
+    rer = [p for p in doc["probes"] if p["kind"] == "rerank"]
+    assert [p["depth"] for p in rer] == [5, 10] and all(p["pruned"] for p in rer)
+    assert all("passage index" in p["estimates"][0]["how"] for p in rer)  # maxsim is indexed
+    assert _status(res.run_dir) == {"dense": "ok", "dense>maxsim@5": "pruned",
+                                    "dense>maxsim@10": "pruned"}
+    assert not any(k.startswith("rerank_scores") for k in res.cache_hits)  # never scored
