@@ -244,7 +244,8 @@ def pushed_down(s: PlanState, flt: PushableFilter, pool: Node, cache: dict[str, 
     if not isinstance(index, FilterableIndex):
         raise ConfigError("filters.pushdown", f"index {type(index).__name__} cannot filter "
                           "inside the engine; use a database index (index=pgvector_hnsw, "
-                          "pgvector_ivfflat or lancedb) or pushdown=false")
+                          "pgvector_ivfflat, lancedb, milvus_*, qdrant_hnsw or sqlite_vec) or "
+                          "pushdown=false")
     key = type(flt).__name__ + repr(sorted(flt.cache_params().items()))
     if key not in cache:
         classes = Node.of(EligibilityOp(flt, s.relevance_level),
