@@ -40,6 +40,7 @@ from bench.index.remote import (
     Marker,
     RemoteBuiltIndex,
     RemoteIndex,
+    checked_query_params,
     folder_bytes,
     last_line,
 )
@@ -162,23 +163,9 @@ class LanceIndex(RemoteIndex[LanceBuiltIndex]):
                                                      f"{index_type}")
             if num_sub_vectors < 1:
                 raise OptionError("num_sub_vectors", f"must be >= 1, got {num_sub_vectors}")
-        if query_params is None:
-            query_params = [{}]
-        if not query_params:
-            raise OptionError("query_params", "must list at least one query-time setting; use "
-                                              "[{}] for LanceDB's defaults")
-        for i, qp in enumerate(query_params):
-            for name, value in qp.items():
-                key = f"query_params[{i}].{name}"
-                if name not in KNOBS:
-                    raise OptionError(key, f"unknown; allowed: {', '.join(KNOBS)}")
-                if name == "ef" and index_type not in _HNSW:
-                    raise OptionError(key, f"ef applies to HNSW indexes, not {index_type}")
-                if name == "postfilter":
-                    if value not in (0, 1):
-                        raise OptionError(key, f"must be 0 or 1, got {value}")
-                elif int(value) < 1:
-                    raise OptionError(key, f"must be >= 1, got {value}")
+        knobs = KNOBS if index_type in _HNSW else tuple(k for k in KNOBS if k != "ef")
+        query_params = checked_query_params(query_params, knobs, what=f"index_type={index_type}",
+                                            flags=("postfilter",))
         if not data_dir.strip():
             raise OptionError("data_dir", "must be a folder path")
         self.index_type = index_type
@@ -186,7 +173,7 @@ class LanceIndex(RemoteIndex[LanceBuiltIndex]):
         self.m = m
         self.ef_construction = ef_construction
         self.num_sub_vectors = num_sub_vectors
-        self._query_params = [dict(q) for q in query_params]
+        self._query_params = query_params
         self.data_dir = data_dir
         self.device = device
         if device == "cuda":

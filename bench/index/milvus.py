@@ -65,6 +65,7 @@ from bench.index.remote import (
     RemoteBuiltIndex,
     RemoteIndex,
     ServerInfo,
+    checked_query_params,
     last_line,
     process_memory_bytes,
 )
@@ -348,20 +349,9 @@ class MilvusIndex(RemoteIndex[MilvusBuiltIndex]):
         if nlist is not None and not NLIST_RANGE[0] <= nlist <= NLIST_RANGE[1]:
             raise OptionError("nlist", f"must be in [{NLIST_RANGE[0]}, {NLIST_RANGE[1]}] or null "
                                        f"(auto), got {nlist}")
-        if query_params is None:
-            query_params = [{}]
-        if not query_params:
-            raise OptionError("query_params", "must list at least one query-time setting; use "
-                                              "[{}] for the defaults")
-        allowed = KNOBS[index_type]
-        for i, qp in enumerate(query_params):
-            for name, value in qp.items():
-                key = f"query_params[{i}].{name}"
-                if name not in allowed:
-                    raise OptionError(key, f"unknown for index_type={index_type}; allowed: "
-                                           f"{', '.join(allowed)}")
-                if not 1 <= int(value) <= TOPK_MAX:
-                    raise OptionError(key, f"must be in [1, {TOPK_MAX}], got {value}")
+        query_params = checked_query_params(
+            query_params, KNOBS[index_type], what=f"index_type={index_type}",
+            ranges=dict.fromkeys(KNOBS[index_type], (1, TOPK_MAX)))
         if timeout_s <= 0:
             raise OptionError("timeout_s", f"must be > 0, got {timeout_s}")
         if token_env is not None and not os.environ.get(token_env):
@@ -372,7 +362,7 @@ class MilvusIndex(RemoteIndex[MilvusBuiltIndex]):
         self.m = m
         self.ef_construction = ef_construction
         self.nlist = nlist
-        self._query_params = [dict(q) for q in query_params]
+        self._query_params = query_params
         self.uri = uri
         self.token_env = token_env
         self.data_dir = data_dir

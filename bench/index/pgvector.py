@@ -52,6 +52,7 @@ from bench.index.remote import (  # noqa: F401 - re-exported: their historical h
     RemoteBuiltIndex,
     RemoteIndex,
     ServerInfo,
+    checked_query_params,
     process_memory_bytes,
 )
 
@@ -417,26 +418,9 @@ class PgvectorIndex(RemoteIndex[PgvectorBuiltIndex]):
         if lists is not None and not LISTS_RANGE[0] <= lists <= LISTS_RANGE[1]:
             raise OptionError("lists", f"must be in [{LISTS_RANGE[0]}, {LISTS_RANGE[1]}] or null "
                                        f"(auto), got {lists}")
-        if query_params is None:
-            query_params = [{}]
-        if not query_params:
-            raise OptionError("query_params", "must list at least one query-time setting; use "
-                                              "[{}] for pgvector's defaults")
-        allowed = KNOBS[method]
-        for i, qp in enumerate(query_params):
-            for name, value in qp.items():
-                key = f"query_params[{i}].{name}"
-                if name not in allowed:
-                    raise OptionError(key, f"unknown for method={method}; allowed: "
-                                           f"{', '.join(allowed)}")
-                if name == "force_index":
-                    if value not in (0, 1):
-                        raise OptionError(key, f"must be 0 or 1, got {value}")
-                elif name == "ef_search" and not EF_SEARCH_RANGE[0] <= int(value) <= \
-                        EF_SEARCH_RANGE[1]:
-                    raise OptionError(key, f"must be in {list(EF_SEARCH_RANGE)}, got {value}")
-                elif int(value) < 1:
-                    raise OptionError(key, f"must be >= 1, got {value}")
+        query_params = checked_query_params(
+            query_params, KNOBS[method], what=f"method={method}", flags=("force_index",),
+            ranges={"ef_search": EF_SEARCH_RANGE})
         if connect_timeout_s <= 0:
             raise OptionError("connect_timeout_s", f"must be > 0, got {connect_timeout_s}")
         if statement_timeout_s is not None and statement_timeout_s <= 0:
@@ -450,7 +434,7 @@ class PgvectorIndex(RemoteIndex[PgvectorBuiltIndex]):
         self.m = m
         self.ef_construction = ef_construction
         self.lists = lists
-        self._query_params = [dict(q) for q in query_params]
+        self._query_params = query_params
         self.dsn = dsn
         self.data_dir = data_dir
         self.maintenance_work_mem = maintenance_work_mem.strip()

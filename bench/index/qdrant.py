@@ -49,6 +49,7 @@ from bench.index.remote import (
     Marker,
     RemoteBuiltIndex,
     RemoteIndex,
+    checked_query_params,
     folder_bytes,
     last_line,
 )
@@ -180,18 +181,7 @@ class QdrantIndex(RemoteIndex[QdrantBuiltIndex]):
         if full_scan_threshold_kb is not None and full_scan_threshold_kb < 1:
             raise OptionError("full_scan_threshold_kb", f"must be >= 1 or null, got "
                                                         f"{full_scan_threshold_kb}")
-        if query_params is None:
-            query_params = [{}]
-        if not query_params:
-            raise OptionError("query_params", "must list at least one query-time setting; use "
-                                              "[{}] for the defaults")
-        for i, qp in enumerate(query_params):
-            for name, value in qp.items():
-                key = f"query_params[{i}].{name}"
-                if name not in KNOBS:
-                    raise OptionError(key, f"unknown; allowed: {', '.join(KNOBS)}")
-                if int(value) < 1:
-                    raise OptionError(key, f"must be >= 1, got {value}")
+        query_params = checked_query_params(query_params, KNOBS, what="qdrant")
         if timeout_s <= 0:
             raise OptionError("timeout_s", f"must be > 0, got {timeout_s}")
         if api_key_env is not None and not os.environ.get(api_key_env):
@@ -199,7 +189,7 @@ class QdrantIndex(RemoteIndex[QdrantBuiltIndex]):
         self.m = m
         self.ef_construction = ef_construction
         self.full_scan_threshold_kb = full_scan_threshold_kb
-        self._query_params = [dict(q) for q in query_params]
+        self._query_params = query_params
         self.url = url
         self.api_key_env = api_key_env
         self.data_dir = data_dir

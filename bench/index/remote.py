@@ -42,6 +42,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
+from bench.config.build import OptionError
 from bench.errors import ServiceError
 from bench.index.base import BuildInfo, SearchResult, build_key
 
@@ -111,6 +112,34 @@ def process_memory_bytes(pid: int) -> dict[str, int]:
         rss += int(full.rss)
         pss += int(full.pss)  # Linux: from /proc/<pid>/smaps_rollup
     return {"rss_bytes": rss, "pss_bytes": pss}
+
+
+def checked_query_params(query_params: list[dict[str, int]] | None, knobs: Sequence[str], *,
+                         what: str, flags: Sequence[str] = (),
+                         ranges: Mapping[str, tuple[int, int]] | None = None
+                         ) -> list[dict[str, int]]:
+    """An option's query-time settings (null = ``[{}]``, the engine's defaults): each knob one
+    of ``knobs`` (``what`` says for which index), a flag 0 or 1, any other an int in its
+    ``ranges`` entry (default >= 1). OptionError names ``query_params[i].<knob>``."""
+    if query_params is None:
+        return [{}]
+    if not query_params:
+        raise OptionError("query_params", "must list at least one query-time setting; use "
+                                          "[{}] for the engine's defaults")
+    for i, qp in enumerate(query_params):
+        for name, value in qp.items():
+            key = f"query_params[{i}].{name}"
+            if name not in knobs:
+                raise OptionError(key, f"unknown for {what}; allowed: {', '.join(knobs)}")
+            if name in flags:
+                if value not in (0, 1):
+                    raise OptionError(key, f"must be 0 or 1, got {value}")
+                continue
+            lo, hi = (ranges or {}).get(name, (1, 0))
+            if int(value) < lo or (hi and int(value) > hi):
+                raise OptionError(key, f"must be in [{lo}, {hi}], got {value}" if hi
+                                  else f"must be >= {lo}, got {value}")
+    return [dict(q) for q in query_params]
 
 
 @dataclass(frozen=True)
