@@ -3,9 +3,11 @@
 Without push-down the filters stage removes what a query may not return from the pool the
 index already retrieved (Python, after the search): a narrow filter then leaves a short list
 of what survived. With push-down the search itself is filtered by the engine — pgvector's
-SQL ``WHERE``, LanceDB's ``where`` (pre-filter) — so the engine returns the top-k of what the
-query may see, and whether it gets there by an exact scan of the matching rows or by
-filtering its ANN walk is the engine's (and its planner's) choice, as in production.
+SQL ``WHERE``, LanceDB's ``where`` (pre-filter), Milvus's and Qdrant's filter expressions,
+sqlite-vec's metadata columns (``bench.index.remote``'s ``_where_in``) — so the engine
+returns the top-k of what the query may see, and whether it gets there by an exact scan of
+the matching rows or by filtering its ANN walk is the engine's (and its planner's) choice,
+as in production.
 
 How the rule reaches the engine: the filter says which documents each query may see
 (``PushableFilter.eligible``); documents that every query sees alike form one *eligibility
