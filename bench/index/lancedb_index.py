@@ -90,8 +90,7 @@ class LanceBuiltIndex(RemoteBuiltIndex):
     def _where_in(self, column: str, values: list[int]) -> Any:
         return f"{column} IN ({', '.join(map(str, values))})"
 
-    def _one(self, state: Any, q: np.ndarray, k: int, where: Any
-             ) -> Answer:
+    def _one(self, state: Any, q: np.ndarray, k: int, where: Any) -> Answer:
         params = state
         b = self._table.search(q).distance_type("dot").limit(k)
         if "nprobes" in params:

@@ -269,8 +269,7 @@ class MilvusBuiltIndex(RemoteBuiltIndex):
     def _where_in(self, column: str, values: list[int]) -> Any:
         return f"{column} in [{', '.join(map(str, values))}]"
 
-    def _one(self, state: Any, q: np.ndarray, k: int, where: Any
-             ) -> Answer:
+    def _one(self, state: Any, q: np.ndarray, k: int, where: Any) -> Answer:
         try:
             hits = self._client.search(self.name, data=[q.tolist()], limit=k,
                                        filter=where or "", search_params=state,

@@ -284,8 +284,7 @@ class PgvectorBuiltIndex(RemoteBuiltIndex):
     def _where_in(self, column: str, values: list[int]) -> Any:
         return values  # `= ANY(int8[])`
 
-    def _one(self, state: Any, q: np.ndarray, k: int, where: Any
-             ) -> Answer:
+    def _one(self, state: Any, q: np.ndarray, k: int, where: Any) -> Answer:
         params, stmt = state
         v = _Vec(q)
         rows = self._request(params, stmt, (v, v, k) if where is None else (v, where, v, k))

@@ -126,8 +126,7 @@ class QdrantBuiltIndex(RemoteBuiltIndex):
         return models.Filter(must=[models.FieldCondition(
             key=column, match=models.MatchAny(any=values))])
 
-    def _one(self, state: Any, q: np.ndarray, k: int, where: Any
-             ) -> Answer:
+    def _one(self, state: Any, q: np.ndarray, k: int, where: Any) -> Answer:
         try:
             got = self._client.query_points(self.name, query=q.tolist(), limit=k,
                                             query_filter=where, search_params=state,

@@ -204,8 +204,7 @@ class RemoteBuiltIndex(ABC):
         """The engine's filter for ``column`` in ``values`` (never empty)."""
 
     @abstractmethod
-    def _one(self, state: Any, q: np.ndarray, k: int, where: Any
-             ) -> Answer:
+    def _one(self, state: Any, q: np.ndarray, k: int, where: Any) -> Answer:
         """One request: (ids, inner-product scores) of at most ``k`` hits. ``Lost`` for a
         query the engine did not answer, IndexBackendError for a refusal."""
 
