@@ -3,9 +3,11 @@
 Without push-down the filters stage removes what a query may not return from the pool the
 index already retrieved (Python, after the search): a narrow filter then leaves a short list
 of what survived. With push-down the search itself is filtered by the engine — pgvector's
-SQL ``WHERE``, LanceDB's ``where`` (pre-filter) — so the engine returns the top-k of what the
-query may see, and whether it gets there by an exact scan of the matching rows or by
-filtering its ANN walk is the engine's (and its planner's) choice, as in production.
+SQL ``WHERE``, LanceDB's ``where`` (pre-filter), Milvus's and Qdrant's filter expressions,
+sqlite-vec's metadata columns (``bench.index.remote``'s ``_where_in``) — so the engine
+returns the top-k of what the query may see, and whether it gets there by an exact scan of
+the matching rows or by filtering its ANN walk is the engine's (and its planner's) choice,
+as in production.
 
 How the rule reaches the engine: the filter says which documents each query may see
 (``PushableFilter.eligible``); documents that every query sees alike form one *eligibility
@@ -243,7 +245,8 @@ def pushed_down(s: PlanState, flt: PushableFilter, pool: Node, cache: dict[str, 
     if not isinstance(index, FilterableIndex):
         raise ConfigError("filters.pushdown", f"index {type(index).__name__} cannot filter "
                           "inside the engine; use a database index (index=pgvector_hnsw, "
-                          "pgvector_ivfflat or lancedb) or pushdown=false")
+                          "pgvector_ivfflat, lancedb, milvus_*, qdrant_hnsw or sqlite_vec) or "
+                          "pushdown=false")
     key = type(flt).__name__ + repr(sorted(flt.cache_params().items()))
     if key not in cache:
         classes = Node.of(EligibilityOp(flt, s.relevance_level),

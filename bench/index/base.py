@@ -86,11 +86,11 @@ class BuildsInDirectory(Protocol):
 
 # -------------------------------------------------------------- filtered search (optional)
 #
-# A capability of the database backends (``bench.index.pgvector``, ``bench.index.lance``), a
+# A capability of the database backends (``bench.index.remote`` and the engines on it), a
 # separate protocol rather than a probe: the filter is pushed down into the engine's own
-# query (SQL ``WHERE`` / LanceDB ``where``), so what is measured is what the engine does with
-# a filter (pre-filter, post-filter, or a planner's choice of an exact scan), not a filter
-# applied in Python to its unfiltered top-k.
+# query (SQL ``WHERE`` / LanceDB ``where`` / a Milvus expression / a Qdrant filter), so what
+# is measured is what the engine does with a filter (pre-filter, post-filter, or a planner's
+# choice of an exact scan), not a filter applied in Python to its unfiltered top-k.
 
 
 class FilteredSearch(Protocol):

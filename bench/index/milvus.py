@@ -15,24 +15,25 @@ growing segment is never indexed. So a Milvus Lite run tests bench's Milvus clie
 (collections, inserts, index DDL, filter expressions, reuse) but its recall is exact search,
 not Milvus's ANN; ANN figures need a Milvus server (``uri=``).
 
-Collection and cache: as ``bench.index.pgvector`` — a build is keyed by a hash of the vectors,
-their attribute columns and the build options (``bench.index.base.build_key``), its collection
-is named by the key (``bench_<24 hex>``), and a row in the marker collection ``bench_builds``
-(key, row count, build time), written after the data is flushed, indexed and loaded, says it
-is complete. A later build reuses the collection only when the marker names the same key and
-row count, the collection holds exactly that many rows and its vector index is the one asked
-for; anything else is dropped and rebuilt. The artifact keeps the vectors, so a lost
-collection is rebuilt, never read half-built. Milvus has no cross-client lock: two processes
-building the same collection on one server at once are not serialised (Milvus Lite's file
-lock refuses a second process outright).
+Collection and cache: the template of ``bench.index.remote`` — a build is keyed by a hash of
+the vectors, their attribute columns and the build options (``bench.index.base.build_key``),
+its collection is named by the key (``bench_<24 hex>``), and a row in the marker collection
+``bench_builds`` (key, row count, build time), written after the data is flushed, indexed
+and loaded, says it is complete. A later build reuses the collection only when the marker
+names the same key and row count, the collection holds exactly that many rows and its vector
+index is the one asked for; anything else is dropped and rebuilt. The artifact keeps the
+vectors, so a lost collection is rebuilt, never read half-built. Milvus has no cross-client
+lock: two processes building the same collection on one server at once are not serialised
+(Milvus Lite's file lock refuses a second process outright).
 
 Queries: one search request per query (``run_one`` and batch alike) at ``Eventually``
 consistency: the build flushed, indexed and loaded every row before its marker was written, so
 every row is visible, and ``Strong`` would make each request wait for Milvus's time tick
 (measured on an embedded Milvus 2.3.5 standalone: p50 200-400 ms a request instead of ms).
 Milvus refuses an HNSW ``ef`` below the LIMIT; bench raises it to the LIMIT and says so once.
-Filters are Milvus boolean expressions (``b10 == 3``) in the search request: the engine
-filters inside the ANN search (a bitset of eligible rows), never bench in Python.
+Filters are Milvus boolean expressions (``b10 == 3``; a set: ``b10 in [1, 4]``) in the search
+request: the engine filters inside the ANN search (a bitset of eligible rows), never bench in
+Python.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from __future__ import annotations
 import atexit
 import fcntl
 import importlib.util
-import json
 import logging
 import os
 import shutil
@@ -56,18 +56,22 @@ import numpy as np
 
 from bench.config.build import OptionError
 from bench.errors import ConfigError, MissingDependencyError
-from bench.index.base import BuildInfo, SearchResult, auto_list_count, build_key
-from bench.index.pgvector import (
-    MISSING_SCORE,
+from bench.index.base import auto_list_count
+from bench.index.remote import (
+    Answer,
+    Connection,
     IndexBackendError,
+    Marker,
+    RemoteBuiltIndex,
+    RemoteIndex,
     ServerInfo,
+    checked_query_params,
+    last_line,
     process_memory_bytes,
 )
 
 log = logging.getLogger(__name__)
 
-TABLE_FILE = "collection.json"
-VECTORS_FILE = "vectors.npy"
 MARKER = "bench_builds"
 INDEX_TYPES = ("HNSW", "IVF_FLAT")
 KNOBS = {"HNSW": ("ef",), "IVF_FLAT": ("nprobe",)}
@@ -92,12 +96,6 @@ def _pymilvus() -> Any:
     # pymilvus logs every failed RPC with a traceback; bench reports it in one line instead
     logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
     return pymilvus
-
-
-def _last_line(exc: BaseException) -> str:
-    msg = getattr(exc, "message", None)
-    text = str(msg if msg else exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _errors() -> tuple[type[BaseException], ...]:
@@ -233,30 +231,24 @@ atexit.register(stop_lite)
 # ------------------------------------------------------------------ the built index
 
 
-class MilvusBuiltIndex:
-    """A loaded Milvus collection; ``search`` / ``search_where`` send one request per query."""
+class MilvusBuiltIndex(RemoteBuiltIndex):
+    """A loaded Milvus collection; one search request per query vector."""
 
-    def __init__(self, client: Any, *, name: str, index_type: str, endpoint: str, key: str,
-                 n_rows: int, dim: int, columns: tuple[str, ...], vectors: np.ndarray,
-                 server: ServerInfo | None, connect_s: float, load_s: float,
-                 reused: bool) -> None:
-        self._client = client
-        self._vectors = vectors
-        self.name = name
+    engine = "Milvus"
+    noun = "collection"
+
+    def __init__(self, conn: Connection, *, index_type: str, load_s: float, **kw: Any) -> None:
+        super().__init__(conn=conn, **kw)
+        self._client = conn.handle
         self.index_type = index_type
-        self.endpoint = endpoint
-        self.key = key
-        self.n_rows = n_rows
-        self.dim = dim
-        self.columns = columns
-        self.server = server
-        self.connect_s = connect_s
         #: the collection's load into memory (load_collection), this process
         self.load_s = load_s
-        self.reused = reused
         self._raised_ef = False
 
-    def _params(self, k: int, params: Mapping[str, int | float]) -> dict[str, Any]:
+    def _prepare(self, k: int, params: Mapping[str, int | float], column: str | None,
+                 any_of: bool) -> Any:
+        if not 1 <= k <= TOPK_MAX:
+            raise ValueError(f"Milvus searches 1..{TOPK_MAX} results, asked for {k}")
         allowed = KNOBS[self.index_type]
         for name in params:
             if name not in allowed:
@@ -271,46 +263,23 @@ class MilvusBuiltIndex:
             return {"metric_type": "IP", "params": {"ef": max(ef, k)}}
         return {"metric_type": "IP", "params": {"nprobe": int(params.get("nprobe", 8))}}
 
-    def _search(self, queries: np.ndarray, k: int, params: Mapping[str, int | float],
-                column: str | None, values: np.ndarray | None) -> SearchResult:
-        if queries.ndim != 2 or queries.shape[1] != self.dim:
-            raise ValueError(f"need [n_q, {self.dim}] queries, got {queries.shape}")
-        if column is not None and column not in self.columns:
-            raise ValueError(f"collection has no attribute field {column!r} (has "
-                             f"{list(self.columns)})")
-        if not 1 <= k <= TOPK_MAX:
-            raise ValueError(f"Milvus searches 1..{TOPK_MAX} results, asked for {k}")
-        sp = self._params(k, params)
-        q = np.ascontiguousarray(queries, dtype=np.float32)
-        n_q = q.shape[0]
-        ids = np.full((n_q, k), -1, dtype=np.int64)
-        scores = np.full((n_q, k), MISSING_SCORE, dtype=np.float32)
-        errors = _errors()
-        search = self._client.search
-        for i in range(n_q):
-            expr = "" if values is None else f"{column} == {int(values[i])}"
-            try:
-                hits = search(self.name, data=[q[i].tolist()], limit=k, filter=expr,
-                              search_params=sp, anns_field="vector", output_fields=[],
-                              consistency_level="Eventually")[0]
-            except errors as exc:
-                raise IndexBackendError(f"Milvus at {self.endpoint}, collection {self.name}: "
-                                        f"{_last_line(exc)}") from None
-            n = len(hits)
-            if n:
-                ids[i, :n] = [int(h["id"]) for h in hits]
-                scores[i, :n] = [float(h["distance"]) for h in hits]  # IP: the inner product
-        return SearchResult(ids=ids, scores=scores)
+    def _where(self, column: str, value: int) -> Any:
+        return f"{column} == {value}"
 
-    def search(self, queries: np.ndarray, k: int,
-               params: Mapping[str, int | float]) -> SearchResult:
-        return self._search(queries, k, params, None, None)
+    def _where_in(self, column: str, values: list[int]) -> Any:
+        return f"{column} in [{', '.join(map(str, values))}]"
 
-    def search_where(self, queries: np.ndarray, k: int, params: Mapping[str, int | float], *,
-                     column: str, values: np.ndarray) -> SearchResult:
-        if len(values) != len(queries):
-            raise ValueError(f"{len(values)} filter values for {len(queries)} queries")
-        return self._search(queries, k, params, column, values)
+    def _one(self, state: Any, q: np.ndarray, k: int, where: Any) -> Answer:
+        try:
+            hits = self._client.search(self.name, data=[q.tolist()], limit=k,
+                                       filter=where or "", search_params=state,
+                                       anns_field="vector", output_fields=[],
+                                       consistency_level="Eventually")[0]
+        except _errors() as exc:
+            raise IndexBackendError(f"Milvus at {self.endpoint}, collection {self.name}: "
+                                    f"{last_line(exc)}") from None
+        # IP: the distance is the inner product
+        return [int(h["id"]) for h in hits], [float(h["distance"]) for h in hits]
 
     def sizes(self) -> dict[str, int]:
         """Bytes on disk: the Milvus Lite database file of this build (data, index and WAL);
@@ -325,17 +294,14 @@ class MilvusBuiltIndex:
             return {"rss_bytes": 0, "pss_bytes": 0}
         return process_memory_bytes(self.server.pid)
 
-    def save(self, directory: Path) -> None:
-        (directory / TABLE_FILE).write_text(json.dumps({
-            "collection": self.name, "key": self.key, "n_rows": self.n_rows, "dim": self.dim,
-            "index_type": self.index_type, "columns": list(self.columns)}))
-        np.save(directory / VECTORS_FILE, self._vectors, allow_pickle=False)
+    def _save_extra(self) -> dict[str, Any]:
+        return {"index_type": self.index_type}
 
 
 # ------------------------------------------------------------------ the index option
 
 
-class MilvusIndex:
+class MilvusIndex(RemoteIndex[MilvusBuiltIndex]):
     """Milvus HNSW or IVF_FLAT (see the module docstring).
 
     index_type: HNSW | IVF_FLAT. m, ef_construction: HNSW build options. nlist: IVF lists;
@@ -347,8 +313,9 @@ class MilvusIndex:
     timeout_s: each request's timeout.
     """
 
-    exact = False
-
+    engine = "Milvus"
+    noun = "collection"
+    min_dim = 2
     def __init__(
         self,
         *,
@@ -381,20 +348,9 @@ class MilvusIndex:
         if nlist is not None and not NLIST_RANGE[0] <= nlist <= NLIST_RANGE[1]:
             raise OptionError("nlist", f"must be in [{NLIST_RANGE[0]}, {NLIST_RANGE[1]}] or null "
                                        f"(auto), got {nlist}")
-        if query_params is None:
-            query_params = [{}]
-        if not query_params:
-            raise OptionError("query_params", "must list at least one query-time setting; use "
-                                              "[{}] for the defaults")
-        allowed = KNOBS[index_type]
-        for i, qp in enumerate(query_params):
-            for name, value in qp.items():
-                key = f"query_params[{i}].{name}"
-                if name not in allowed:
-                    raise OptionError(key, f"unknown for index_type={index_type}; allowed: "
-                                           f"{', '.join(allowed)}")
-                if not 1 <= int(value) <= TOPK_MAX:
-                    raise OptionError(key, f"must be in [1, {TOPK_MAX}], got {value}")
+        query_params = checked_query_params(
+            query_params, KNOBS[index_type], what=f"index_type={index_type}",
+            ranges=dict.fromkeys(KNOBS[index_type], (1, TOPK_MAX)))
         if timeout_s <= 0:
             raise OptionError("timeout_s", f"must be > 0, got {timeout_s}")
         if token_env is not None and not os.environ.get(token_env):
@@ -405,7 +361,7 @@ class MilvusIndex:
         self.m = m
         self.ef_construction = ef_construction
         self.nlist = nlist
-        self._query_params = [dict(q) for q in query_params]
+        self._query_params = query_params
         self.uri = uri
         self.token_env = token_env
         self.data_dir = data_dir
@@ -434,9 +390,6 @@ class MilvusIndex:
                                else self.nlist if self.nlist is not None else "auto")
         return params
 
-    def query_params(self) -> list[dict[str, int | float]]:
-        return [dict(q) for q in self._query_params]
-
     @property
     def endpoint(self) -> str:
         return self.uri if self.uri is not None else f"Milvus Lite in {self.data_dir}"
@@ -454,9 +407,9 @@ class MilvusIndex:
         try:
             return pymilvus.MilvusClient(uri=uri, token=token, timeout=self.timeout_s)
         except _errors() as exc:
-            raise ConfigError(key, f"cannot use Milvus at {uri}: {_last_line(exc)}") from None
+            raise ConfigError(key, f"cannot use Milvus at {uri}: {last_line(exc)}") from None
 
-    def _connect(self, name: str) -> tuple[Any, ServerInfo | None, float]:
+    def _connect(self, name: str) -> Connection:
         server = None
         if self.uri is None:
             server = managed_lite(str(Path(self.data_dir) / f"{name}.db"))
@@ -465,97 +418,15 @@ class MilvusIndex:
             uri, key = self.uri, "index.uri"
         t0 = time.perf_counter()
         client = self._client(uri, key)
-        return client, server, time.perf_counter() - t0
+        return Connection(client, server, time.perf_counter() - t0)
 
-    # -- build / load
+    def _errors(self) -> tuple[type[BaseException], ...]:
+        return _errors()
 
-    def content_key(self, vectors: np.ndarray, attributes: Mapping[str, np.ndarray]) -> str:
-        return build_key(self.cache_params(len(vectors)), vectors, attributes)
+    # -- the template's hooks (bench.index.remote)
 
-    def build(self, vectors: np.ndarray) -> tuple[MilvusBuiltIndex, BuildInfo]:
-        return self.build_with_attributes(vectors, {})
-
-    def build_with_attributes(self, vectors: np.ndarray, attributes: Mapping[str, np.ndarray]
-                              ) -> tuple[MilvusBuiltIndex, BuildInfo]:
-        x = np.ascontiguousarray(vectors, dtype=np.float32)
-        if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 2:
-            raise ValueError(f"need [N >= 1, d >= 2] vectors, got {x.shape}")
-        for name, a in attributes.items():
-            if not name.isidentifier() or name in ("id", "vector"):
-                raise ValueError(f"attribute field name {name!r} is not usable")
-            if len(a) != len(x):
-                raise ValueError(f"attribute {name!r} has {len(a)} values for {len(x)} rows")
-        key = self.content_key(x, attributes)
-        built, build_s = self._ensure(x, key, {k: np.asarray(v, dtype=np.int32)
-                                               for k, v in attributes.items()})
-        return built, BuildInfo(build_s, built.sizes()["total_bytes"], int(x.shape[0]),
-                                int(x.shape[1]))
-
-    def _ensure(self, x: np.ndarray, key: str, attributes: Mapping[str, np.ndarray]
-                ) -> tuple[MilvusBuiltIndex, float]:
-        """The verified collection of ``key``: reused when its marker says it is complete,
-        else (re)built. Returns it and its build time (the original one when reused)."""
-        name = f"bench_{key[:24]}"
-        client, server, connect_s = self._connect(name)
-        cols = tuple(sorted(attributes))
-        errors = _errors()
-
-        def run(what: str, fn: Any) -> Any:
-            try:
-                return fn()
-            except errors as exc:
-                raise IndexBackendError(f"Milvus at {self.endpoint}, {what} of {name}: "
-                                        f"{_last_line(exc)}") from None
-
-        def make(reused: bool, load_s: float) -> MilvusBuiltIndex:
-            return MilvusBuiltIndex(client, name=name, index_type=self.index_type,
-                                    endpoint=self.endpoint, key=key, n_rows=len(x),
-                                    dim=x.shape[1], columns=cols, vectors=x, server=server,
-                                    connect_s=connect_s, load_s=load_s, reused=reused)
-
-        run("the marker collection", lambda: self._marker_collection(client))
-        done = run("verification", lambda: self._verified(client, name, key, len(x)))
-        if done is not None:
-            t0 = time.perf_counter()
-            run("load", lambda: client.load_collection(name))
-            log.info("index: reusing complete Milvus collection %s (%d rows)", name, len(x))
-            return make(True, time.perf_counter() - t0), done
-        pymilvus = _pymilvus()
-        t0 = time.perf_counter()
-        run("delete", lambda: client.delete(MARKER, filter=f'name == "{name}"'))
-        if run("lookup", lambda: client.has_collection(name)):
-            run("drop", lambda: client.drop_collection(name))
-        schema = pymilvus.MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
-        schema.add_field("id", pymilvus.DataType.INT64, is_primary=True)
-        for c in cols:
-            schema.add_field(c, pymilvus.DataType.INT32)
-        schema.add_field("vector", pymilvus.DataType.FLOAT_VECTOR, dim=int(x.shape[1]))
-        run("create", lambda: client.create_collection(name, schema=schema,
-                                                       consistency_level="Strong"))
-        ids = np.arange(len(x), dtype=np.int64)
-        for s in range(0, len(x), INSERT_BATCH):
-            rows = [{"id": int(i), **{c: int(attributes[c][i]) for c in cols},
-                     "vector": x[i]} for i in ids[s:s + INSERT_BATCH]]
-            run("insert", lambda r=rows: client.insert(name, r))
-        run("flush", lambda: client.flush(name))
-        ip = client.prepare_index_params()
-        ip.add_index(field_name="vector", index_name="vector", index_type=self.index_type,
-                     metric_type="IP", params=self._index_params(len(x)))
-        run("create_index", lambda: client.create_index(name, ip))
-        t1 = time.perf_counter()
-        run("load", lambda: client.load_collection(name))
-        load_s = time.perf_counter() - t1
-        build_s = time.perf_counter() - t0
-        # written last: its presence means data, index and load all succeeded
-        run("marker", lambda: client.upsert(MARKER, [{
-            "name": name, "key": key, "n_rows": len(x), "build_s": build_s,
-            "params": json.dumps(self.cache_params(len(x))), "v": [0.0, 0.0]}]))
-        log.info("index: built Milvus %s collection %s over %d x %d vectors in %.2f s",
-                 self.index_type, name, len(x), x.shape[1], build_s)
-        return make(False, load_s), build_s
-
-    @staticmethod
-    def _marker_collection(client: Any) -> None:
+    def _ensure_markers(self, conn: Connection) -> None:
+        client = conn.handle
         if client.has_collection(MARKER):
             client.load_collection(MARKER)
             return
@@ -574,43 +445,65 @@ class MilvusIndex:
                                  consistency_level="Strong")
         client.load_collection(MARKER)
 
-    def _verified(self, client: Any, name: str, key: str, n: int) -> float | None:
-        """The recorded build time when ``name`` is complete: its marker row names ``key``
-        and ``n`` rows, the collection holds exactly ``n`` and its vector index is
-        ``index_type`` with these build options; else None."""
-        rows = client.query(MARKER, filter=f'name == "{name}"',
-                            output_fields=["key", "n_rows", "build_s"])
-        if not rows or rows[0]["key"] != key or int(rows[0]["n_rows"]) != n:
+    def _read_marker(self, conn: Connection, name: str) -> Marker | None:
+        rows = conn.handle.query(MARKER, filter=f'name == "{name}"',
+                                 output_fields=["key", "n_rows", "build_s"])
+        if not rows:
             return None
+        return Marker(rows[0]["key"], int(rows[0]["n_rows"]), float(rows[0]["build_s"]))
+
+    def _complete(self, conn: Connection, name: str, n: int) -> bool:
+        """The collection holds exactly ``n`` rows and its vector index is ``index_type``."""
+        client = conn.handle
         if not client.has_collection(name):
-            return None
+            return False
         client.load_collection(name)
         count = client.query(name, filter="", output_fields=["count(*)"])
         if not count or int(count[0]["count(*)"]) != n:
-            return None
+            return False
         if "vector" not in client.list_indexes(name, field_name="vector"):
-            return None
-        desc = client.describe_index(name, "vector")
-        if desc.get("index_type") != self.index_type:
-            return None
-        return float(rows[0]["build_s"])
+            return False
+        return bool(client.describe_index(name, "vector").get("index_type") == self.index_type)
 
-    def drop(self, name: str) -> None:
-        """Remove a collection and its marker row (tests and clean-ups)."""
-        client, _, _ = self._connect(name)
-        client.delete(MARKER, filter=f'name == "{name}"')
-        if client.has_collection(name):
-            client.drop_collection(name)
+    def _drop(self, conn: Connection, name: str) -> None:
+        conn.handle.delete(MARKER, filter=f'name == "{name}"')
+        if conn.handle.has_collection(name):
+            conn.handle.drop_collection(name)
 
-    def load(self, directory: Path) -> MilvusBuiltIndex:
-        meta = json.loads((directory / TABLE_FILE).read_text())
-        x = np.load(directory / VECTORS_FILE, allow_pickle=False)
-        if meta["columns"]:
-            raise ValueError("a cached Milvus artifact has attribute fields: bench's pipeline "
-                             "builds none")
-        key = self.content_key(x, {})
-        if key != meta["key"]:
-            raise ValueError(f"{directory}: the saved vectors do not match the collection key "
-                             "(a damaged artifact)")
-        built, _ = self._ensure(x, key, {})
-        return built
+    def _create(self, conn: Connection, name: str, dim: int, cols: tuple[str, ...]) -> None:
+        pymilvus = _pymilvus()
+        schema = pymilvus.MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", pymilvus.DataType.INT64, is_primary=True)
+        for c in cols:
+            schema.add_field(c, pymilvus.DataType.INT32)
+        schema.add_field("vector", pymilvus.DataType.FLOAT_VECTOR, dim=int(dim))
+        conn.handle.create_collection(name, schema=schema, consistency_level="Strong")
+
+    def _insert(self, conn: Connection, name: str, x: np.ndarray,
+                attributes: Mapping[str, np.ndarray], cols: tuple[str, ...]) -> None:
+        for s in range(0, len(x), INSERT_BATCH):
+            rows = [{"id": int(i), **{c: int(attributes[c][i]) for c in cols},
+                     "vector": x[i]} for i in range(s, min(s + INSERT_BATCH, len(x)))]
+            conn.handle.insert(name, rows)
+        conn.handle.flush(name)
+
+    def _build_index(self, conn: Connection, name: str, n: int, cols: tuple[str, ...]
+                     ) -> None:
+        ip = conn.handle.prepare_index_params()
+        ip.add_index(field_name="vector", index_name="vector", index_type=self.index_type,
+                     metric_type="IP", params=self._index_params(n))
+        conn.handle.create_index(name, ip)
+
+    def _write_marker(self, conn: Connection, name: str, marker: Marker, params: str) -> None:
+        conn.handle.upsert(MARKER, [{"name": name, "key": marker.key, "n_rows": marker.n_rows,
+                                     "build_s": marker.build_s, "params": params,
+                                     "v": [0.0, 0.0]}])
+
+    def _open(self, conn: Connection, name: str, *, key: str, x: np.ndarray,
+              cols: tuple[str, ...], reused: bool) -> MilvusBuiltIndex:
+        t0 = time.perf_counter()
+        conn.handle.load_collection(name)
+        return MilvusBuiltIndex(conn, name=name, index_type=self.index_type,
+                                endpoint=self.endpoint, key=key, n_rows=len(x),
+                                dim=x.shape[1], columns=cols, vectors=x,
+                                load_s=time.perf_counter() - t0, reused=reused)

@@ -29,26 +29,36 @@ post-filtered behaviour the selectivity table shows (docs/vector-databases.md).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import struct
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench.config.build import OptionError
-from bench.errors import BenchError, ConfigError, MissingDependencyError, ServiceError
-from bench.index.base import BuildInfo, SearchResult, auto_list_count, build_key
+from bench.errors import BenchError, ConfigError, MissingDependencyError
+from bench.index.base import auto_list_count
+from bench.index.remote import (  # noqa: F401 - re-exported: their historical home
+    MISSING_SCORE,
+    Answer,
+    Connection,
+    IndexBackendError,
+    Lost,
+    Marker,
+    RemoteBuiltIndex,
+    RemoteIndex,
+    ServerInfo,
+    checked_query_params,
+    process_memory_bytes,
+)
 
 log = logging.getLogger(__name__)
 
 TABLE_FILE = "table.json"
-VECTORS_FILE = "vectors.npy"
 MARKER_TABLE = "bench_builds"
 METHODS = ("hnsw", "ivfflat")
 #: query knobs per method (session settings), plus ``force_index`` for both
@@ -58,22 +68,8 @@ EF_SEARCH_RANGE = (1, 1000)
 M_RANGE = (2, 100)
 EF_CONSTRUCTION_RANGE = (4, 1000)
 LISTS_RANGE = (1, 32768)
-#: score of a missing result, as faiss pads: the lowest finite float32
-MISSING_SCORE = float(np.finfo(np.float32).min)
 #: the automatic lists (null): faiss ivf_flat's rule, so the two IVF indexes are comparable
 LISTS_FACTOR = 4.0
-
-
-class _Lost(Exception):
-    """One query the server did not answer; ``status`` is ``failed`` or ``timeout``."""
-
-    def __init__(self, status: str) -> None:
-        self.status = status
-
-
-class IndexBackendError(ServiceError):
-    """A database backend failed (server would not start, connection lost, query refused):
-    one line naming the config key or endpoint, exit 2."""
 
 
 def _psycopg() -> Any:
@@ -84,7 +80,7 @@ def _psycopg() -> Any:
     return psycopg
 
 
-def _last_line(exc: BaseException) -> str:
+def _pg_last_line(exc: BaseException) -> str:
     """An error's message on one line: a psycopg error's primary message (its text goes on
     with the query and a caret line), else the first line of the text."""
     psycopg = _psycopg()
@@ -106,18 +102,6 @@ def redact(dsn: str) -> str:
 
 
 # ------------------------------------------------------------------ the managed server
-
-
-@dataclass(frozen=True)
-class ServerInfo:
-    """A server bench started: where, how long the start took, whether it was initialised
-    (initdb) by this start, and the postmaster's pid (for its memory)."""
-
-    data_dir: str
-    uri: str
-    pid: int
-    start_s: float
-    initialised: bool
 
 
 _SERVERS: dict[str, ServerInfo] = {}
@@ -146,7 +130,7 @@ def managed_server(data_dir: str) -> ServerInfo:
         uri, pid = srv.get_uri(), int(srv.get_pid() or 0)
     except Exception as exc:  # pgserver raises CalledProcessError / TimeoutExpired / OSError
         raise IndexBackendError(f"config key index.data_dir: PostgreSQL would not start in "
-                                f"{folder}: {_last_line(exc)} (see {folder / 'log'})") from None
+                                f"{folder}: {_pg_last_line(exc)} (see {folder / 'log'})") from None
     info = ServerInfo(str(folder), uri, pid, time.perf_counter() - t0, fresh)
     log.info("index: PostgreSQL started in %s in %.2f s (%s, pid %d)", folder, info.start_s,
              "initdb" if fresh else "existing data", pid)
@@ -163,29 +147,6 @@ def stop_managed_server(data_dir: str) -> None:
     _SERVERS.pop(folder, None)
     if srv is not None:
         srv.cleanup()
-
-
-def process_memory_bytes(pid: int) -> dict[str, int]:
-    """RSS and PSS of a process and its children (a PostgreSQL server is a postmaster and
-    its backends). PSS shares each shared page (shared_buffers) among the processes mapping
-    it, so its sum is the server's real footprint; summed RSS counts shared pages once per
-    process and overstates it."""
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return {"rss_bytes": 0, "pss_bytes": 0}
-    rss = pss = 0
-    for p in procs:
-        try:
-            full = p.memory_full_info()
-        except psutil.Error:
-            continue
-        rss += int(full.rss)
-        pss += int(full.pss)  # Linux: from /proc/<pid>/smaps_rollup
-    return {"rss_bytes": rss, "pss_bytes": pss}
 
 
 # ------------------------------------------------------------------ wire format
@@ -253,40 +214,36 @@ def _register_vector(conn: Any) -> None:
 # ------------------------------------------------------------------ the built index
 
 
-class PgvectorBuiltIndex:
-    """A built pgvector table on a live connection; ``search`` / ``search_where`` send one
-    SQL query per query vector."""
+class PgvectorBuiltIndex(RemoteBuiltIndex):
+    """A built pgvector table on a live connection; one SQL query per query vector."""
 
-    def __init__(self, conn: Any, *, table: str, method: str, endpoint: str,
-                 n_rows: int, dim: int, key: str, columns: tuple[str, ...],
-                 server: ServerInfo | None, connect_s: float, reused: bool,
-                 vectors: np.ndarray, reconnect: Any = None) -> None:
-        self._conn = conn
+    engine = "pgvector"
+
+    def __init__(self, conn: Connection, *, method: str, reconnect: Any = None,
+                 **kw: Any) -> None:
+        super().__init__(conn=conn, **kw)
+        self._conn = conn.handle
         #: a fresh connection after the server dropped this one (None: none is made)
         self._reconnect = reconnect
-        #: kept for ``save``: the artifact can rebuild the table if the server loses it
-        self._vectors = vectors
-        self.table = table
         self.method = method
-        self.endpoint = endpoint
-        self.n_rows = n_rows
-        self.dim = dim
-        self.key = key
-        self.columns = columns
-        self.server = server
-        self.connect_s = connect_s
-        self.reused = reused
         self._applied: dict[str, int | float] | None = None
         self._warned: set[str] = set()
 
-    def _apply(self, params: Mapping[str, int | float]) -> None:
-        if params == self._applied:
-            return
+    @property
+    def table(self) -> str:
+        return self.name
+
+    def _check(self, params: Mapping[str, int | float]) -> None:
         allowed = KNOBS[self.method]
         for name in params:
             if name not in allowed:
                 raise OptionError("query_params", f"{name!r} does not apply to pgvector "
                                                   f"{self.method} (knobs: {', '.join(allowed)})")
+
+    def _apply(self, params: Mapping[str, int | float]) -> None:
+        if params == self._applied:
+            return
+        self._check(params)
         # every knob set each time (defaults where not given): a search is stateless
         ef = int(params.get("ef_search", 40))
         probes = int(params.get("probes", 1))
@@ -304,7 +261,8 @@ class PgvectorBuiltIndex:
         try:
             return fn()
         except psycopg.Error as exc:
-            raise IndexBackendError(f"pgvector at {self.endpoint}: {_last_line(exc)}") from None
+            raise IndexBackendError(f"pgvector at {self.endpoint}: {_pg_last_line(exc)}"
+                                    ) from None
 
     def _query(self, where: str | None, *, any_of: bool = False) -> Any:
         from psycopg import sql
@@ -315,44 +273,31 @@ class PgvectorBuiltIndex:
         return sql.SQL("SELECT id, v <#> %s FROM {t}{w} ORDER BY v <#> %s LIMIT %s").format(
             t=sql.Identifier(self.table), w=filt)
 
-    def _search(self, queries: np.ndarray, k: int, params: Mapping[str, int | float],
-                column: str | None, values: np.ndarray | Sequence[np.ndarray] | None
-                ) -> SearchResult:
-        if queries.ndim != 2 or queries.shape[1] != self.dim:
-            raise ValueError(f"need [n_q, {self.dim}] queries, got {queries.shape}")
-        if column is not None and column not in self.columns:
-            raise ValueError(f"table has no attribute column {column!r} (has "
-                             f"{list(self.columns)})")
-        q = np.ascontiguousarray(queries, dtype=np.float32)
-        any_of = values is not None and not isinstance(values, np.ndarray)
-        stmt = self._query(column, any_of=any_of)
-        n_q = q.shape[0]
-        ids = np.full((n_q, k), -1, dtype=np.int64)
-        scores = np.full((n_q, k), MISSING_SCORE, dtype=np.float32)
-        lost: dict[int, str] = {}
-        for i in range(n_q):
-            v = _Vec(q[i])
-            if values is None:
-                args: tuple[Any, ...] = (v, v, k)
-            elif any_of:  # a set of allowed values: `= ANY(int8[])`
-                args = (v, [int(a) for a in values[i]], v, k)
-            else:
-                args = (v, int(values[i]), v, k)
-            try:
-                rows = self._one(params, stmt, args)
-            except _Lost as exc:
-                lost[i] = exc.status
-                continue
-            if rows:
-                got = np.asarray(rows, dtype=np.float64)
-                ids[i, :len(rows)] = got[:, 0].astype(np.int64)
-                scores[i, :len(rows)] = (-got[:, 1]).astype(np.float32)  # <#> is -inner product
-        return SearchResult(ids=ids, scores=scores, incomplete=lost)
+    def _prepare(self, k: int, params: Mapping[str, int | float], column: str | None,
+                 any_of: bool) -> Any:
+        self._check(params)
+        return params, self._query(column, any_of=any_of)
 
-    def _one(self, params: Mapping[str, int | float], stmt: Any, args: tuple[Any, ...]
-             ) -> list[Any]:
+    def _where(self, column: str, value: int) -> Any:
+        return value
+
+    def _where_in(self, column: str, values: list[int]) -> Any:
+        return values  # `= ANY(int8[])`
+
+    def _one(self, state: Any, q: np.ndarray, k: int, where: Any) -> Answer:
+        params, stmt = state
+        v = _Vec(q)
+        rows = self._request(params, stmt, (v, v, k) if where is None else (v, where, v, k))
+        if not rows:
+            return [], []
+        got = np.asarray(rows, dtype=np.float64)
+        # <#> is -inner product
+        return got[:, 0].astype(np.int64), (-got[:, 1]).astype(np.float32)
+
+    def _request(self, params: Mapping[str, int | float], stmt: Any, args: tuple[Any, ...]
+                 ) -> list[Any]:
         """One query's rows. A lost connection (the server died or was restarted) or a
-        statement timeout is that query's status (``_Lost``), logged once per kind, and the
+        statement timeout is that query's status (``Lost``), logged once per kind, and the
         next query reconnects; any other refusal is an ``IndexBackendError`` (one line)."""
         psycopg = _psycopg()
         if self._conn.closed:
@@ -362,50 +307,35 @@ class PgvectorBuiltIndex:
             return list(self._conn.execute(stmt, args).fetchall())
         except psycopg.errors.QueryCanceled as exc:  # statement_timeout
             self._warn("timeout", exc)
-            raise _Lost("timeout") from None
+            raise Lost("timeout") from None
         except psycopg.OperationalError as exc:  # connection lost, server shutting down
             self._warn("failed", exc)
             self._applied = None
             with contextlib.suppress(Exception):
                 self._conn.close()
-            raise _Lost("failed") from None
+            raise Lost("failed") from None
         except psycopg.Error as exc:
-            raise IndexBackendError(f"pgvector at {self.endpoint}: {_last_line(exc)}") from None
+            raise IndexBackendError(f"pgvector at {self.endpoint}: {_pg_last_line(exc)}"
+                                    ) from None
 
     def _connect_again(self) -> None:
         if self._reconnect is None:
-            raise _Lost("failed")
+            raise Lost("failed")
         try:
             self._conn = self._reconnect()
         except BenchError as exc:  # still refused: this query fails too
             self._warn("failed", exc)
-            raise _Lost("failed") from None
+            raise Lost("failed") from None
         self._applied = None
         log.warning("index: pgvector at %s: reconnected", self.endpoint)
 
     def _warn(self, status: str, exc: BaseException) -> None:
         if status not in self._warned:
             self._warned.add(status)
-            text = exc.one_line() if isinstance(exc, BenchError) else _last_line(exc)
+            text = exc.one_line() if isinstance(exc, BenchError) else _pg_last_line(exc)
             log.warning("index: pgvector at %s: a query %s (%s); its queries get status %s",
                         self.endpoint, "timed out" if status == "timeout" else "failed",
                         text, status)
-
-    def search(self, queries: np.ndarray, k: int,
-               params: Mapping[str, int | float]) -> SearchResult:
-        return self._search(queries, k, params, None, None)
-
-    def search_where(self, queries: np.ndarray, k: int, params: Mapping[str, int | float], *,
-                     column: str, values: np.ndarray) -> SearchResult:
-        if len(values) != len(queries):
-            raise ValueError(f"{len(values)} filter values for {len(queries)} queries")
-        return self._search(queries, k, params, column, values)
-
-    def search_where_in(self, queries: np.ndarray, k: int, params: Mapping[str, int | float],
-                        *, column: str, allowed: Sequence[np.ndarray]) -> SearchResult:
-        if len(allowed) != len(queries):
-            raise ValueError(f"{len(allowed)} filter sets for {len(queries)} queries")
-        return self._search(queries, k, params, column, list(allowed))
 
     def plan(self, query: np.ndarray, k: int, params: Mapping[str, int | float], *,
              column: str | None = None, value: int | None = None) -> str:
@@ -433,17 +363,14 @@ class PgvectorBuiltIndex:
             return {"rss_bytes": 0, "pss_bytes": 0}
         return process_memory_bytes(self.server.pid)
 
-    def save(self, directory: Path) -> None:
-        (directory / TABLE_FILE).write_text(json.dumps({
-            "table": self.table, "key": self.key, "n_rows": self.n_rows, "dim": self.dim,
-            "method": self.method, "columns": list(self.columns)}))
-        np.save(directory / VECTORS_FILE, self._vectors, allow_pickle=False)
+    def _save_extra(self) -> dict[str, Any]:
+        return {"method": self.method}
 
 
 # ------------------------------------------------------------------ the index option
 
 
-class PgvectorIndex:
+class PgvectorIndex(RemoteIndex[PgvectorBuiltIndex]):
     """pgvector HNSW or IVFFlat in PostgreSQL (see the module docstring).
 
     method: hnsw | ivfflat. m, ef_construction: HNSW build options (pgvector's defaults
@@ -457,7 +384,10 @@ class PgvectorIndex:
     a search cut there is that query's status ``timeout``; null: no limit).
     """
 
-    exact = False
+    engine = "pgvector"
+    reserved = ("id", "v")
+    #: one builder per table at a time (an advisory lock: parallel workers share a server)
+    serialised_builds = True
 
     def __init__(
         self,
@@ -487,26 +417,9 @@ class PgvectorIndex:
         if lists is not None and not LISTS_RANGE[0] <= lists <= LISTS_RANGE[1]:
             raise OptionError("lists", f"must be in [{LISTS_RANGE[0]}, {LISTS_RANGE[1]}] or null "
                                        f"(auto), got {lists}")
-        if query_params is None:
-            query_params = [{}]
-        if not query_params:
-            raise OptionError("query_params", "must list at least one query-time setting; use "
-                                              "[{}] for pgvector's defaults")
-        allowed = KNOBS[method]
-        for i, qp in enumerate(query_params):
-            for name, value in qp.items():
-                key = f"query_params[{i}].{name}"
-                if name not in allowed:
-                    raise OptionError(key, f"unknown for method={method}; allowed: "
-                                           f"{', '.join(allowed)}")
-                if name == "force_index":
-                    if value not in (0, 1):
-                        raise OptionError(key, f"must be 0 or 1, got {value}")
-                elif name == "ef_search" and not EF_SEARCH_RANGE[0] <= int(value) <= \
-                        EF_SEARCH_RANGE[1]:
-                    raise OptionError(key, f"must be in {list(EF_SEARCH_RANGE)}, got {value}")
-                elif int(value) < 1:
-                    raise OptionError(key, f"must be >= 1, got {value}")
+        query_params = checked_query_params(
+            query_params, KNOBS[method], what=f"method={method}", flags=("force_index",),
+            ranges={"ef_search": EF_SEARCH_RANGE})
         if connect_timeout_s <= 0:
             raise OptionError("connect_timeout_s", f"must be > 0, got {connect_timeout_s}")
         if statement_timeout_s is not None and statement_timeout_s <= 0:
@@ -520,7 +433,7 @@ class PgvectorIndex:
         self.m = m
         self.ef_construction = ef_construction
         self.lists = lists
-        self._query_params = [dict(q) for q in query_params]
+        self._query_params = query_params
         self.dsn = dsn
         self.data_dir = data_dir
         self.maintenance_work_mem = maintenance_work_mem.strip()
@@ -532,7 +445,7 @@ class PgvectorIndex:
                      "does not apply to it")
         if dsn is not None:
             # refuse an unreachable server now: one line naming the key, before any work
-            self._connect()[0].close()
+            self._connect("").handle.close()
 
     # -- options
 
@@ -550,16 +463,13 @@ class PgvectorIndex:
                                else self.lists if self.lists is not None else "auto")
         return params
 
-    def query_params(self) -> list[dict[str, int | float]]:
-        return [dict(q) for q in self._query_params]
-
     @property
     def endpoint(self) -> str:
         return redact(self.dsn) if self.dsn is not None else f"bench's server in {self.data_dir}"
 
     # -- connection
 
-    def _connect(self) -> tuple[Any, ServerInfo | None, float]:
+    def _connect(self, name: str) -> Connection:
         psycopg = _psycopg()
         server = None
         if self.dsn is None:
@@ -583,100 +493,95 @@ class PgvectorIndex:
                              f"{max(1, round(self.statement_timeout_s * 1000))}")
         except psycopg.Error as exc:
             raise ConfigError(key, f"cannot use PostgreSQL at {self.endpoint}: "
-                                   f"{_last_line(exc)}") from None
-        return conn, server, time.perf_counter() - t0
+                                   f"{_pg_last_line(exc)}") from None
+        return Connection(conn, server, time.perf_counter() - t0)
 
-    # -- build / load
+    def _errors(self) -> tuple[type[BaseException], ...]:
+        return (_psycopg().Error,)
 
-    def content_key(self, vectors: np.ndarray, attributes: Mapping[str, np.ndarray]) -> str:
-        """The build's key: vectors, attribute columns and resolved build options."""
-        return build_key(self.cache_params(len(vectors)), vectors, attributes)
+    def _last_line(self, exc: BaseException) -> str:
+        return _pg_last_line(exc)
 
-    def build(self, vectors: np.ndarray) -> tuple[PgvectorBuiltIndex, BuildInfo]:
-        return self.build_with_attributes(vectors, {})
+    # -- the template's hooks (bench.index.remote)
 
-    def build_with_attributes(self, vectors: np.ndarray, attributes: Mapping[str, np.ndarray]
-                              ) -> tuple[PgvectorBuiltIndex, BuildInfo]:
-        x = np.ascontiguousarray(vectors, dtype=np.float32)
-        if x.ndim != 2 or x.shape[0] < 1:
-            raise ValueError(f"need [N >= 1, d] vectors, got {x.shape}")
-        for name, a in attributes.items():
-            if not name.isidentifier() or name in ("id", "v"):
-                raise ValueError(f"attribute column name {name!r} is not usable")
-            if len(a) != len(x):
-                raise ValueError(f"attribute {name!r} has {len(a)} values for {len(x)} rows")
-        key = self.content_key(x, attributes)
-        built, build_s = self._ensure_table(x, key, {k: np.asarray(v, dtype=np.int32)
-                                                    for k, v in attributes.items()})
-        size = built.sizes()["total_bytes"]
-        return built, BuildInfo(build_s, size, int(x.shape[0]), int(x.shape[1]))
-
-    def _ensure_table(self, x: np.ndarray, key: str, attributes: Mapping[str, np.ndarray]
-                      ) -> tuple[PgvectorBuiltIndex, float]:
-        """The verified table of ``key``: reused when its marker says it is complete, else
-        built in one transaction. Returns it and its build time (the original one when
-        reused)."""
-        conn, server, connect_s = self._connect()
-        table = f"bench_{key[:24]}"
-        cols = tuple(sorted(attributes))
-
-        def make(reused: bool) -> PgvectorBuiltIndex:
-            return PgvectorBuiltIndex(conn, table=table, method=self.method,
-                                      endpoint=self.endpoint, n_rows=len(x), dim=x.shape[1],
-                                      key=key, columns=cols, server=server,
-                                      connect_s=connect_s, reused=reused, vectors=x,
-                                      reconnect=lambda: self._connect()[0])
-
-        probe = make(False)
-        probe._run(lambda: conn.execute(
+    def _ensure_markers(self, conn: Connection) -> None:
+        conn.handle.execute(
             f"CREATE TABLE IF NOT EXISTS {MARKER_TABLE} (name text PRIMARY KEY, key text NOT "
-            "NULL, n_rows bigint NOT NULL, params text NOT NULL, build_s float8 NOT NULL)"))
-        done = self._verified(conn, probe, table, key, len(x))
-        if done is not None:
-            log.info("index: reusing complete pgvector table %s (%d rows)", table, len(x))
-            return make(True), done
-        t0 = time.perf_counter()
+            "NULL, n_rows bigint NOT NULL, params text NOT NULL, build_s float8 NOT NULL)")
+
+    def _read_marker(self, conn: Connection, name: str) -> Marker | None:
+        row = conn.handle.execute(f"SELECT key, n_rows, build_s FROM {MARKER_TABLE} WHERE "
+                                  "name = %s", (name,)).fetchone()
+        return None if row is None else Marker(row[0], int(row[1]), float(row[2]))
+
+    def _complete(self, conn: Connection, name: str, n: int) -> bool:
         from psycopg import sql
 
-        t = sql.Identifier(table)
+        if conn.handle.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is None:
+            return False  # the marker outlived its table (dropped by hand)
+        count = conn.handle.execute(
+            sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(name))).fetchone()
+        return int(count[0]) == n
 
-        def build() -> None:
-            with conn.transaction():
-                # one builder per table at a time (parallel workers sharing a server)
-                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (table,))
-                conn.execute("SET LOCAL statement_timeout = 0")  # a search limit, not a build's
-                if self._verified(conn, probe, table, key, len(x)) is not None:
-                    return
-                conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(t))
-                conn.execute(f"DELETE FROM {MARKER_TABLE} WHERE name = %s", (table,))
-                extra = sql.SQL("").join(sql.SQL(", {} int4 NOT NULL").format(sql.Identifier(c))
-                                         for c in cols)
-                conn.execute(sql.SQL("CREATE TABLE {} (id int4 PRIMARY KEY, v vector({}) NOT "
-                                     "NULL{})").format(t, sql.Literal(x.shape[1]), extra))
-                names = sql.SQL(", ").join(sql.Identifier(c) for c in ("id", "v", *cols))
-                payload = copy_binary(np.arange(len(x), dtype=np.int32), x,
-                                      [attributes[c] for c in cols])
-                with conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT BINARY)"
-                                                ).format(t, names)) as cp:
-                    step = 1 << 24
-                    for s in range(0, len(payload), step):
-                        cp.write(payload[s:s + step])
-                conn.execute(sql.SQL("SET LOCAL maintenance_work_mem = {}").format(
-                    sql.Literal(self.maintenance_work_mem)))
-                conn.execute(self._index_ddl(table, len(x)))
-                for c in cols:  # what a real schema has on a filter column
-                    conn.execute(sql.SQL("CREATE INDEX {} ON {} ({})").format(
-                        sql.Identifier(f"{table}_{c}"), t, sql.Identifier(c)))
-                conn.execute(sql.SQL("ANALYZE {}").format(t))
-                conn.execute(f"INSERT INTO {MARKER_TABLE} VALUES (%s, %s, %s, %s, %s)",
-                             (table, key, len(x), json.dumps(self.cache_params(len(x))),
-                              time.perf_counter() - t0))
+    @contextlib.contextmanager
+    def _build_scope(self, conn: Connection, name: str) -> Iterator[None]:
+        # the whole build is ONE transaction: a half-built table is never visible
+        with conn.handle.transaction():
+            conn.handle.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (name,))
+            conn.handle.execute("SET LOCAL statement_timeout = 0")  # a search limit only
+            yield
 
-        probe._run(build)
-        build_s = time.perf_counter() - t0
-        log.info("index: built pgvector %s table %s over %d x %d vectors in %.2f s",
-                 self.method, table, len(x), x.shape[1], build_s)
-        return make(False), build_s
+    def _drop(self, conn: Connection, name: str) -> None:
+        from psycopg import sql
+
+        conn.handle.execute(f"DELETE FROM {MARKER_TABLE} WHERE name = %s", (name,))
+        conn.handle.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
+
+    def _create(self, conn: Connection, name: str, dim: int, cols: tuple[str, ...]) -> None:
+        from psycopg import sql
+
+        extra = sql.SQL("").join(sql.SQL(", {} int4 NOT NULL").format(sql.Identifier(c))
+                                 for c in cols)
+        conn.handle.execute(sql.SQL("CREATE TABLE {} (id int4 PRIMARY KEY, v vector({}) NOT "
+                                    "NULL{})").format(sql.Identifier(name), sql.Literal(dim),
+                                                      extra))
+
+    def _insert(self, conn: Connection, name: str, x: np.ndarray,
+                attributes: Mapping[str, np.ndarray], cols: tuple[str, ...]) -> None:
+        from psycopg import sql
+
+        names = sql.SQL(", ").join(sql.Identifier(c) for c in ("id", "v", *cols))
+        payload = copy_binary(np.arange(len(x), dtype=np.int32), x,
+                              [attributes[c] for c in cols])
+        with conn.handle.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT BINARY)"
+                                               ).format(sql.Identifier(name), names)) as cp:
+            step = 1 << 24
+            for s in range(0, len(payload), step):
+                cp.write(payload[s:s + step])
+
+    def _build_index(self, conn: Connection, name: str, n: int, cols: tuple[str, ...]
+                     ) -> None:
+        from psycopg import sql
+
+        t = sql.Identifier(name)
+        conn.handle.execute(sql.SQL("SET LOCAL maintenance_work_mem = {}").format(
+            sql.Literal(self.maintenance_work_mem)))
+        conn.handle.execute(self._index_ddl(name, n))
+        for c in cols:  # what a real schema has on a filter column
+            conn.handle.execute(sql.SQL("CREATE INDEX {} ON {} ({})").format(
+                sql.Identifier(f"{name}_{c}"), t, sql.Identifier(c)))
+        conn.handle.execute(sql.SQL("ANALYZE {}").format(t))
+
+    def _write_marker(self, conn: Connection, name: str, marker: Marker, params: str) -> None:
+        conn.handle.execute(f"INSERT INTO {MARKER_TABLE} VALUES (%s, %s, %s, %s, %s)",
+                            (name, marker.key, marker.n_rows, params, marker.build_s))
+
+    def _open(self, conn: Connection, name: str, *, key: str, x: np.ndarray,
+              cols: tuple[str, ...], reused: bool) -> PgvectorBuiltIndex:
+        return PgvectorBuiltIndex(conn, name=name, method=self.method, endpoint=self.endpoint,
+                                  n_rows=len(x), dim=x.shape[1], key=key, columns=cols,
+                                  reused=reused, vectors=x,
+                                  reconnect=lambda: self._connect(name).handle)
 
     def _index_ddl(self, table: str, n: int) -> Any:
         from psycopg import sql
@@ -690,35 +595,3 @@ class PgvectorIndex:
             using = "ivfflat"
         return sql.SQL("CREATE INDEX {} ON {} USING {} (v vector_ip_ops) WITH ({})").format(
             sql.Identifier(f"{table}_ann"), sql.Identifier(table), sql.SQL(using), opts)
-
-    @staticmethod
-    def _verified(conn: Any, probe: PgvectorBuiltIndex, table: str, key: str, n: int
-                  ) -> float | None:
-        """The recorded build time when ``table`` is complete (its marker row names ``key``
-        and ``n`` rows, and the table holds exactly ``n``), else None."""
-        row = probe._run(lambda: conn.execute(
-            f"SELECT key, n_rows, build_s FROM {MARKER_TABLE} WHERE name = %s",
-            (table,)).fetchone())
-        if row is None or row[0] != key or int(row[1]) != n:
-            return None
-        there = probe._run(lambda: conn.execute("SELECT to_regclass(%s)", (table,)).fetchone())
-        if there[0] is None:  # the marker outlived its table (dropped by hand)
-            return None
-        from psycopg import sql
-
-        count = probe._run(lambda: conn.execute(
-            sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))).fetchone())
-        return float(row[2]) if int(count[0]) == n else None
-
-    def load(self, directory: Path) -> PgvectorBuiltIndex:
-        meta = json.loads((directory / TABLE_FILE).read_text())
-        x = np.load(directory / VECTORS_FILE, allow_pickle=False)
-        if meta["columns"]:
-            raise ValueError("a cached pgvector artifact has attribute columns: bench's "
-                             "pipeline builds none")
-        key = self.content_key(x, {})
-        if key != meta["key"]:
-            raise ValueError(f"{directory}: the saved vectors do not match the table key "
-                             "(a damaged artifact)")
-        built, _ = self._ensure_table(x, key, {})
-        return built

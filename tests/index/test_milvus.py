@@ -97,7 +97,16 @@ def test_filter_expressions_are_pushed_down(data_dir: Path, x: np.ndarray,
         rows = np.flatnonzero(bucket == values[i])  # 15 rows: a full list of the exact top 10
         want = rows[np.argsort(-(x[rows] @ q[i]), kind="stable")][:10]
         assert res.ids[i].tolist() == want.tolist()
-    with pytest.raises(ValueError, match="no attribute field"):
+    # a set per query (the push-down's `fclass in [...]`), and an empty set: no request
+    allowed = [np.array([values[i], (values[i] + 1) % 100]) if i else np.array([], np.int64)
+               for i in range(len(q))]
+    got = built.search_where_in(q, 10, {"nprobe": 1}, column="bucket", allowed=allowed)
+    for i in range(1, len(q)):
+        rows = np.flatnonzero(np.isin(bucket, allowed[i]))
+        want = rows[np.argsort(-(x[rows] @ q[i]), kind="stable")][:10]
+        assert got.ids[i].tolist() == want.tolist()
+    assert (got.ids[0] == -1).all()
+    with pytest.raises(ValueError, match="no attribute column"):
         built.search_where(q[:1], 10, {}, column="nope", values=values[:1])
 
 

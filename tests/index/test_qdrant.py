@@ -91,6 +91,13 @@ def test_filters_go_into_the_request(data_dir: Path, x: np.ndarray, q: np.ndarra
         rows = np.flatnonzero(bucket == values[i])  # 6 rows: a short list of all of them
         want = rows[np.argsort(-(x[rows] @ q[i]), kind="stable")]
         assert res.ids[i].tolist() == [*want.tolist(), *[-1] * (10 - len(want))]
+    # a set per query: Qdrant's MatchAny (the push-down's filter)
+    allowed = [np.array([v, (v + 7) % 50]) for v in values]
+    got = built.search_where_in(q, 10, {}, column="bucket", allowed=allowed)
+    for i in range(len(q)):
+        rows = np.flatnonzero(np.isin(bucket, allowed[i]))  # 12 rows
+        want = rows[np.argsort(-(x[rows] @ q[i]), kind="stable")][:10]
+        assert got.ids[i].tolist() == want.tolist()
 
 
 def test_bad_options_and_an_unreachable_server() -> None:
