@@ -11,7 +11,7 @@ to NVIDIA's published ones, with what makes them comparable or not.
 
 A :class:`Component` is what the study needs to measure one: its name (:data:`COMPONENTS`),
 the request in words, a target factory and its SLO. ``capacity_study`` builds them for a
-config (``bench.pipeline.capacity_study.components_of``); the whole chain's knee is the
+config (``bench.capacity.run.in_process.components_of``); the whole chain's knee is the
 study's own (``chain``), never measured twice.
 """
 

@@ -88,7 +88,7 @@ class GenerationConfig:
 @dataclass
 class CapacityConfig:
     """``+experiment=capacity``: drive one config's whole chain per request at increasing
-    closed-loop concurrency (bench.pipeline.capacity). ``config``: a config_id of the run,
+    closed-loop concurrency (bench.capacity.run). ``config``: a config_id of the run,
     ``best_under_budget`` (the best kept config on the first metric), or null (off)."""
 
     config: str | None = None

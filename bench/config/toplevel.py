@@ -14,7 +14,7 @@ catches, each a ``ConfigError`` naming the dotted key:
   run does not compute, a set-level figure that is not gateable, a non-canonical metric name
   (gates match summary rows by exact name), a bound that is not a finite number, ``min > max``
   (which configs of the planned run compute an answer, judge or config metric is checked
-  once the run is planned, before any work: ``bench.pipeline.gates``);
+  once the run is planned, before any work: ``bench.gates.release``);
 - a ``cache_dir`` that is (or lies under) a file.
 
 ``check_gate_categories`` is the part that needs the loaded dataset: a ``category:<name>``
@@ -218,7 +218,7 @@ def check_gates(gates: Iterable[Any], metric_names: list[str]) -> None:
                                                    "answer and judge metrics, "
                                                    f"{', '.join(CONFIG_GATE_METRICS)}")
             # answer and judge metrics come from generated configs: which configs of the
-            # plan compute them is checked once it is planned (bench.pipeline.gates)
+            # plan compute them is checked once it is planned (bench.gates.release)
             if layer == "retrieval" and metric not in metric_names:
                 raise ConfigError(f"{key}.metric", f"{metric!r} is not computed by this run; "
                                                    f"add it to metrics.names "

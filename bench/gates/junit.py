@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.config.schema import GateConfig
-from bench.pipeline.gates import GateResult
+from bench.gates.release import GateResult
 from bench.report.fmt import num
 from bench.results.records import ConfigRow
 
@@ -59,7 +59,7 @@ def _bound_text(gate: GateConfig) -> str:
 
 def result_cases(results: Sequence[GateResult], pruned: Sequence[ConfigRow],
                  gates: Sequence[GateConfig]) -> list[GateCase]:
-    """The ``gates:`` of a run as judged by ``bench.pipeline.gates`` (one rule for the log,
+    """The ``gates:`` of a run as judged by ``bench.gates.release`` (one rule for the log,
     report.md, run.json and this file): one case per gate result, and a skipped case per
     gate x config the budget pruned."""
     out = [GateCase(THRESHOLD, f"{THRESHOLD}.{r.config_id}", f"{r.metric}[{r.scope}]",

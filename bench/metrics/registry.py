@@ -42,7 +42,7 @@ class MetricFamily:
     it — ``retrieval`` (ranking metrics, listed in ``metrics.names``), ``ann`` (added by the
     pipeline for approximate indexes), ``set`` (set-level rates), ``answer`` (deterministic
     answer checks of generated configs), ``judge`` (LLM judges of generated configs); release
-    gates read it to say which configs have a metric (``bench.pipeline.gates``).
+    gates read it to say which configs have a metric (``bench.gates.release``).
     """
 
     family: str

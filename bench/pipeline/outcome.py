@@ -2,7 +2,7 @@
 
 ``RunResult`` is what ``run(cfg)`` returns; ``ConfigRun`` is one config after execution;
 ``Executed`` everything the run computed, handed to the writers (``bench.pipeline.record``)
-and the capacity driver (``bench.pipeline.capacity``). Kept apart from the orchestration in
+and the capacity driver (``bench.capacity.run``). Kept apart from the orchestration in
 ``bench.pipeline.run`` so the writers do not import it.
 """
 

@@ -30,6 +30,13 @@ from bench.embedding.stage import Embeddings
 from bench.filters.entitlement import count_unauthorized
 from bench.gates.junit import JUNIT_NAME, regression_cases, result_cases, write_junit
 from bench.gates.regression import RegressionOutcome, evaluate
+from bench.gates.release import (
+    GateResult,
+    completion_shares,
+    config_has,
+    evaluate_gates,
+    stages_enabled,
+)
 from bench.generation.stage import ContextOp
 from bench.judge.base import failure_mode, pair_failure_mode
 from bench.metrics.decisions import DecisionRecord
@@ -42,13 +49,6 @@ from bench.pipeline.e2e import (
     end_to_end_ms,
 )
 from bench.pipeline.executor import Executor
-from bench.pipeline.gates import (
-    GateResult,
-    completion_shares,
-    config_has,
-    evaluate_gates,
-    stages_enabled,
-)
 from bench.pipeline.latency import PERCENTILES, LatencyEstimate, LatencyRun, LatencySettings
 from bench.pipeline.outcome import ConfigRun, Executed, RunResult
 from bench.pipeline.outputs import RowInput
@@ -92,7 +92,7 @@ def check_gates(gates: Sequence[GateConfig], rows: list[SummaryRow], pruned: set
                 accounting: Mapping[tuple[str, str], Accounting] | None = None,
                 notes: Mapping[tuple[str, str], str] | None = None) -> list[str]:
     """Failed gates over the configs that ran (a pruned config is reported as pruned, not
-    gated), each with its value, bound and margin (``bench.pipeline.gates``). Summary gates
+    gated), each with its value, bound and margin (``bench.gates.release``). Summary gates
     read summary rows (per scope); config gates (``config_gate_metrics()``) read the
     configs.parquet row of each config that has the metric (``has``: metric -> config ids;
     None: every config)."""
@@ -514,7 +514,7 @@ def data_notes(done: Executed) -> tuple[str, ...]:
 
 
 def gate_configs(done: Executed) -> dict[str, frozenset[str]]:
-    """Config metric -> ids of the configs whose rows hold it (``bench.pipeline.gates``)."""
+    """Config metric -> ids of the configs whose rows hold it (``bench.gates.release``)."""
     enabled = stages_enabled(done.comps)
     return {m: frozenset(c.config_id for c in done.plan.configs if config_has(m, c, enabled))
             for m in config_gate_metrics()}

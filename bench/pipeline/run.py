@@ -34,6 +34,7 @@ from bench.filters.base import eligible_gold
 from bench.filters.entitlement import check_tenants
 from bench.filters.hard_vs_soft import HardVsSoft
 from bench.gates.regression import check_critical
+from bench.gates.release import check_run_gates
 from bench.generation.base import Generation, Generator, SamplingParams
 from bench.generation.memo import MemoCounts, MemoGenerator, sum_counts
 from bench.generation.stage import (
@@ -60,7 +61,6 @@ from bench.pipeline.answers import (
 from bench.pipeline.components import Components, build_components
 from bench.pipeline.device import resolve_device
 from bench.pipeline.executor import Executor
-from bench.pipeline.gates import check_run_gates
 from bench.pipeline.latency import LatencyRun
 from bench.pipeline.outcome import ConfigRun, Executed, RunResult
 from bench.pipeline.plan import ConfigKind, ConfigSpec, Plan, plan
@@ -127,11 +127,11 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     cap = p.settings.capacity
     # before the report, which shows its answer; target=http loads endpoints, not a config
     if cap.config or (cap.load == "open" and cap.target == "http"):
-        from bench.pipeline.capacity import run_capacity
+        from bench.capacity.run import run_capacity
 
         capacity = run_capacity(done, run_dir)
     if cap.freshness:  # inserts while queries run (bench.capacity.freshness)
-        from bench.pipeline.freshness import with_freshness
+        from bench.capacity.run.freshness import with_freshness
 
         capacity = with_freshness(capacity, cap.freshness, run_dir)
     result = write_results(done, run_dir, comparisons, decisions, t_start, capacity,
@@ -449,7 +449,7 @@ def check_decision_configs(settings: RunSettings, the_plan: Plan) -> None:
 def check_capacity_config(settings: RunSettings, the_plan: Plan) -> None:
     """``capacity.config`` must name a config of this run (or ``best_under_budget``), checked
     with the plan (``plan_only`` too), not after every config was computed."""
-    from bench.pipeline.capacity_study import BEST
+    from bench.capacity.run.in_process import BEST
 
     wanted = settings.capacity.config
     if not wanted or str(wanted) == BEST:

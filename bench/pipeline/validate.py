@@ -24,7 +24,7 @@ def validate_top_level(cfg: DictConfig) -> None:
     from_config(cfg)  # the baseline run and the regression gates (read again by run_settings)
     # the capacity study's settings, before the run they follow
     if cfg.capacity.config or (cfg.capacity.load == "open" and cfg.capacity.target == "http"):
-        from bench.pipeline.capacity import check_capacity
+        from bench.capacity.run import check_capacity
 
         check_capacity(cfg.capacity)
     if cfg.capacity.freshness:  # the freshness study's options, before any work

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bench.compare_runs import manifest_rules, run_settings
+from bench.compare.runs import manifest_rules, run_settings
 from bench.errors import BenchError
 from bench.metrics.decisions import evaluate_decisions, rules_from_config
 from bench.metrics.pairing import paired

@@ -54,8 +54,8 @@ def run_report(run_dir: Path) -> RunReport:
     from bench.chunking.stage import ChunkReport
     from bench.cost.prices import CostSummary
     from bench.gates.regression import RegressionOutcome
+    from bench.gates.release import GateResult
     from bench.metrics.decisions import DecisionRecord
-    from bench.pipeline.gates import GateResult
     from bench.results.records import (
         FilterDecisionRecord,
         GenerationSummary,

@@ -3,7 +3,7 @@
 ``ConfigScores`` is what the pipeline scores (``bench.pipeline.scoring``) and what every
 reader of finished results rebuilds from ``per_query.parquet`` (:func:`scores_of_table`): the
 in-run comparisons, ``bench.compare`` (two runs), its multi-config modes
-(``bench.compare_runs``), the merged report's evidence tables and the ANN answer tables all
+(``bench.compare.runs``), the merged report's evidence tables and the ANN answer tables all
 pair values through ``bench.metrics.pairing.paired`` on this record, so a comparison of two
 configs is the same numbers whichever of them computes it.
 """

@@ -1,4 +1,4 @@
-"""The gates' JUnit XML: one test case per gate result (the rule of bench.pipeline.gates, so
+"""The gates' JUnit XML: one test case per gate result (the rule of bench.gates.release, so
 the file says what the log and report.md say), pruned configs skipped, counts on every suite,
 the file parses as JUnit."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bench.config.schema import GateConfig
 from bench.gates.junit import result_cases, write_junit
-from bench.pipeline.gates import GateResult
+from bench.gates.release import GateResult
 from bench.results.records import ConfigRow
 
 

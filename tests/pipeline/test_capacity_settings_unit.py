@@ -1,4 +1,4 @@
-"""``bench.pipeline.capacity_study.study_settings`` directly on ``CapacityConfig`` values:
+"""``bench.capacity.run.in_process.study_settings`` directly on ``CapacityConfig`` values:
 every out-of-range setting is refused by its own key, the http-target rules on faults hold,
 and a valid config maps field by field (no study run)."""
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from bench.capacity.run.in_process import slo_of, study_settings
 from bench.config.schema import CapacityConfig
 from bench.errors import ConfigError
-from bench.pipeline.capacity_study import slo_of, study_settings
 
 OK = CapacityConfig(slo_e2el_ms=500.0)
 

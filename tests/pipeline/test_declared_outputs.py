@@ -112,7 +112,7 @@ ENTRY = Stage("standin", (), "test_declared_outputs:expand",
 
 @pytest.fixture
 def with_standin(monkeypatch: pytest.MonkeyPatch) -> None:
-    import bench.pipeline.gates as gates
+    import bench.gates.release as gates
     import bench.pipeline.plan as plan
     import bench.pipeline.record as record
     import bench.pipeline.stages as stages

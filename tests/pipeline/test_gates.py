@@ -1,4 +1,4 @@
-"""bench.pipeline.gates: which configs a gate reads, the config error before any work, the
+"""bench.gates.release: which configs a gate reads, the config error before any work, the
 failure lines (value, bound, margin), "when scored", completion shares; and the end-to-end
 latency of a generated config (its context and generation included) next to a retrieval
 config's (unchanged)."""
@@ -13,13 +13,13 @@ import pytest
 
 from bench.config.schema import GateConfig
 from bench.errors import ConfigError
-from bench.pipeline.e2e import e2e_timings, end_to_end_ms, stage_ms_by_query
-from bench.pipeline.gates import (
+from bench.gates.release import (
     check_gate_metrics,
     completion_shares,
     config_has,
     evaluate_gates,
 )
+from bench.pipeline.e2e import e2e_timings, end_to_end_ms, stage_ms_by_query
 from bench.pipeline.lanes import ConfigKind, ConfigSpec, lane
 from bench.pipeline.node import Node, OpTraits, Phase
 from bench.pipeline.plan import Plan

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.compare import compare
-from bench.compare_runs import load_configs
+from bench.compare.runs import load_configs
 from bench.errors import InputError
 from bench.pipeline.run import run
 from bench.report.drilldown import all_pairs

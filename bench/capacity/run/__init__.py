@@ -27,15 +27,15 @@ from typing import Any
 
 from bench.capacity.base import CapacityRun, Slo
 from bench.capacity.loadgen import plan, run_levels, write_capacity
-from bench.config.schema import CapacityConfig
-from bench.errors import ConfigError
-from bench.pipeline.capacity_http import check_endpoints, run_http_capacity
-from bench.pipeline.capacity_study import (
+from bench.capacity.run.http import check_endpoints, run_http_capacity
+from bench.capacity.run.in_process import (
     answer_scorer,
     choose_config,
     run_open_capacity,
     study_settings,
 )
+from bench.config.schema import CapacityConfig
+from bench.errors import ConfigError
 from bench.pipeline.outcome import Executed
 from bench.pipeline.request import QueryChain
 

@@ -10,7 +10,7 @@ randomization p-value and the Holm-adjusted p across metrics — overall and per
 ``--equivalence MARGIN`` adds TOST (bench.metrics.stats.tost): the (1 - 2 alpha) t interval of
 the delta and whether it lies inside +-MARGIN ("B is equivalent to A within MARGIN").
 
-Two more modes read every config of run or multirun dirs (bench/compare_runs.py):
+Two more modes read every config of run or multirun dirs (bench/compare/runs.py):
 ``--cheapest-equivalent --margin D --metric M ... DIR...``: the cheapest config (``--cost``, a
 configs.parquet column) whose metrics are all TOST-equivalent to the best config's within D;
 ``--decide RUN_DIR``: the pre-registered ``decisions`` of the run's config (or ``--rules``),
@@ -182,7 +182,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.cheapest_equivalent and args.decide:
         raise UsageError("--cheapest-equivalent and --decide are separate modes: choose one")
     if args.cheapest_equivalent or args.decide:
-        from bench import compare_runs  # the multi-config modes read whole run dirs
+        from bench.compare import runs as compare_runs  # the multi-config modes read whole run dirs
 
         return (compare_runs.cheapest_main(args) if args.cheapest_equivalent
                 else compare_runs.decide_main(args))
@@ -203,6 +203,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (0, or 2 on any input or usage error)."""
     return run_cli(_main, argv)
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -116,7 +116,7 @@ def check_endpoints(cap: CapacityConfig, *, probe: bool = False) -> None:
     request to each endpoint that is already running (no ``start``): a refused connection
     or a reply the mapping does not fit is a ConfigError naming the key."""
     from bench.capacity.mapped import build_system
-    from bench.pipeline.capacity_study import slo_of
+    from bench.capacity.run.in_process import slo_of
 
     if not cap.endpoints:
         raise ConfigError("capacity.endpoints", "target=http needs at least one endpoint")
@@ -205,7 +205,7 @@ def _maker(ep: Endpoint, queries: list[EndpointQuery], key: str, reads: Any,
 
 
 def run_http_capacity(done: Executed, run_dir: Path, s: StudySettings) -> CapacityRun:
-    from bench.pipeline.capacity_study import slo_of, summary
+    from bench.capacity.run.in_process import slo_of, summary
 
     cap = done.settings.capacity
     check_endpoints(cap)
