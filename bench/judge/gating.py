@@ -69,8 +69,12 @@ def _why_uncalibrated(policy: CalibrationPolicy, judge: str, digest: str, metric
     if rec.judge != judge:
         return f"{path} is a record of judge {rec.judge!r}"
     if rec.rubric != digest:
+        # an ensemble's hash covers its members' rubrics, models, sampling and aggregation
+        # (bench.judge.ensemble): there is no conf/judge/rubrics/ensemble.yaml to name
+        what = ("judge.ensemble (its members' rubrics, models and aggregation)"
+                if judge == "ensemble" else f"conf/judge/rubrics/{judge}.yaml")
         return (f"{path} was measured with rubric {rec.rubric[:12]}, this run's "
-                f"conf/judge/rubrics/{judge}.yaml is {digest[:12]}: recalibrate")
+                f"{what} is {digest[:12]}: recalibrate")
     if rec.dataset != dataset:
         return f"{path} was measured on dataset {rec.dataset!r}, this run's is {dataset!r}"
     if rec.split != policy.split:

@@ -198,6 +198,14 @@ def test_an_ensemble_runs_reports_and_calibrates_like_a_judge(  # type: ignore[n
     assert run(compose_cfg(_run_overrides(cache, splits, "release", records, GATE,
                                           "judge.calibration.floor=0.0")),
                tmp_path / "r3").exit_code == 0
+    # a record of other members (another rubric hash) is refused, naming what the hash
+    # covers: an ensemble has no rubric file of its own
+    (records / "ensemble.json").write_text(json.dumps({**rec, "rubric": "0" * 64}))
+    with pytest.raises(ConfigError, match="recalibrate") as exc:
+        run(compose_cfg(_run_overrides(cache, splits, "release", records, GATE,
+                                       "judge.calibration.floor=0.0")), tmp_path / "r4")
+    assert "judge.ensemble (its members' rubrics" in str(exc.value)
+    assert "rubrics/ensemble.yaml" not in str(exc.value)
 
 
 def test_context_relevance_can_bound_the_passage_numbers() -> None:
