@@ -502,17 +502,6 @@ def data_selection_json(done: Executed) -> dict[str, Any]:
             else done.contamination.to_json()}
 
 
-def data_notes(done: Executed) -> tuple[str, ...]:
-    """Report header lines: which queries were evaluated, and any contamination warning."""
-    out = []
-    if done.selection is not None and (done.selection.split is not None
-                                       or done.selection.max_queries is not None):
-        out.append(f"Queries evaluated: {done.selection.line()}.")
-    if done.contamination is not None:
-        out += [f"⚠ Contamination: {w}" for w in done.contamination.warnings()]
-    return tuple(out)
-
-
 def gate_configs(done: Executed) -> dict[str, frozenset[str]]:
     """Config metric -> ids of the configs whose rows hold it (``bench.gates.release``)."""
     enabled = stages_enabled(done.comps)
