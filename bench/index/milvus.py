@@ -130,6 +130,7 @@ class _LiteHandle:
     proc: subprocess.Popen[bytes]
     lock: Any
     sock_dir: str
+    err_file: Any
 
 
 _LITE: dict[str, ServerInfo] = {}
@@ -160,16 +161,19 @@ def managed_lite(db_file: str) -> ServerInfo:
     env = {**os.environ, "LD_LIBRARY_PATH": str(binary.parent)}
     fresh = not path.exists()
     t0 = time.perf_counter()
+    # its messages go to a file, never a pipe: nothing reads a pipe while the server runs, and
+    # a server that filled one (64 KiB) would block on its next write, with every query
+    err_file = tempfile.TemporaryFile()  # noqa: SIM115 - closed by _stop
     proc = subprocess.Popen([str(binary), str(path), f"unix:{sock}", "ERROR", str(lock_path)],
                             env=env, cwd=str(path.parent), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    handle = _LiteHandle(proc, lock, sock_dir)
+                            stderr=err_file)
+    handle = _LiteHandle(proc, lock, sock_dir, err_file)
     uri = f"unix:{sock}"
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         if proc.poll() is not None:
-            err = (proc.stderr.read().decode(errors="replace").strip().splitlines()
-                   if proc.stderr else [])
+            err_file.seek(0)
+            err = err_file.read().decode(errors="replace").strip().splitlines()
             _stop(handle)
             raise IndexBackendError(f"config key index.data_dir: Milvus Lite exited with "
                                     f"{proc.returncode} on {path}: "
@@ -208,8 +212,7 @@ def _stop(h: _LiteHandle) -> None:
     except subprocess.TimeoutExpired:
         h.proc.kill()
         h.proc.wait(timeout=5)
-    if h.proc.stderr:
-        h.proc.stderr.close()
+    h.err_file.close()
     shutil.rmtree(h.sock_dir, ignore_errors=True)
 
 
