@@ -36,6 +36,7 @@ driver reads them back to assemble the memmap.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
@@ -196,6 +197,8 @@ class RayEngine:
     shard (rounded up to whole batches for a length-batched embedder); address: a running Ray
     cluster (null: a local Ray for the pass, ``workers * cpus_per_worker`` CPUs);
     max_retries: restarts of a worker that died (its shard is redone each time);
+    start_timeout_s: how long the pass waits for its actors to start before it fails (a
+    cluster that cannot place them: too few CPUs or GPUs);
     shards_dir: where the shards wait until the pass is assembled (shared by all nodes on a
     cluster). None of these changes the vectors.
     """
@@ -207,6 +210,7 @@ class RayEngine:
     gpus_per_worker: float = 0.0
     max_retries: int = 3
     shards_dir: str = ".cache/bench/embed_shards"
+    start_timeout_s: float = 300.0
     embedder: EmbedderRecipe | None = None
 
     def __post_init__(self) -> None:
@@ -220,6 +224,8 @@ class RayEngine:
             raise OptionError("gpus_per_worker", f"must be >= 0, got {self.gpus_per_worker}")
         if self.max_retries < 0:
             raise OptionError("max_retries", f"must be >= 0, got {self.max_retries}")
+        if self.start_timeout_s < 1:
+            raise OptionError("start_timeout_s", f"must be >= 1, got {self.start_timeout_s}")
         try:
             import ray.data  # noqa: F401
         except ImportError:
@@ -291,8 +297,12 @@ class RayEngine:
                          include_dashboard=False, log_to_driver=False,
                          configure_logging=False)
         try:
+            cpus_before = ray.available_resources().get("CPU", 0.0)
             ctx = ray.data.DataContext.get_current()
             ctx.enable_progress_bars = False
+            # Ray Data waits for the pool's actors without limit by default: a cluster that
+            # cannot place them (too few CPUs or GPUs) would hang the run instead of failing it
+            ctx.wait_for_min_actors_s = int(self.start_timeout_s)
             # one block per shard, one shard per call: a worker that dies loses one shard
             blocks = [pa.table({"shard": [s],
                                 "texts": [[texts[int(i)] for i in plan.rows[s]]]})
@@ -303,18 +313,41 @@ class RayEngine:
                 num_cpus=self.cpus_per_worker, num_gpus=self.gpus_per_worker or None,
                 fn_constructor_args=(self.embedder, str(folder)),
                 max_restarts=self.max_retries, max_task_retries=self.max_retries)
+            failure = None
             try:
                 ds.materialize()
             except Exception as exc:  # a worker raised, or died past its retries
+                failure = " ".join(str(exc).split())[:300]
+            del ds
+            if failure is not None:
+                # Ray Data frees a failed pass's actor pool only when its executor is
+                # collected, and the exception's frames hold it in a reference cycle: on a Ray
+                # that outlives the pass (address=, or one the caller started) the pool kept
+                # every CPU, and the next pass in this process waited forever for one. The
+                # executor's thread may still hold it at the first collection: collect until
+                # the pool's CPUs are back (bounded: a shared cluster's others may use them)
+                _release(cpus_before)
                 finished = sum(1 for s in todo
                                if shard_done(folder, s, len(plan.rows[s]), dim) is not None)
                 raise BenchError(
-                    f"embedding=ray: the pass failed ({' '.join(str(exc).split())[:300]}); "
-                    f"{finished} finished shards are kept in {folder}: a rerun encodes only "
-                    "the others") from None
+                    f"embedding=ray: the pass failed ({failure}); {finished} finished shards "
+                    f"are kept in {folder}: a rerun encodes only the others")
         finally:
             if started_here:
                 ray.shutdown()
+
+
+def _release(cpus_before: float, wait_s: float = 30.0) -> None:
+    """Collect garbage until Ray has ``cpus_before`` CPUs free again, or ``wait_s`` passed."""
+    import ray
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        gc.collect()
+        if ray.available_resources().get("CPU", 0.0) >= cpus_before \
+                or time.monotonic() > deadline:
+            return
+        time.sleep(0.2)
 
 
 def _remove(folder: Path) -> None:

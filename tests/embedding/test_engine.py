@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,6 +150,12 @@ def test_a_run_cut_short_resumes_from_its_finished_shards(tmp_path: Path) -> Non
     recipe = DyingRecipe(str(tmp_path / "unused"), texts[130], raise_on=True)
     with pytest.raises(BenchError, match="a rerun encodes only the others"):
         ray_pass(recipe, texts, tmp_path, shard_rows=50, max_retries=0)
+    # the failed pass gives its workers' CPUs back to the Ray it leaves running (it kept them
+    # once, and the pass below waited forever for a CPU)
+    deadline = time.monotonic() + 60
+    while ray.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert ray.available_resources().get("CPU", 0) == 2
     emb = StaticRecipe().make()
     folder = tmp_path / "shards" / pass_key(emb, texts,
                                             ShardPlan.of(emb, texts, shard_rows=50))  # type: ignore[arg-type]
