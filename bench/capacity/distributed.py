@@ -24,7 +24,7 @@ from typing import Any
 from bench.capacity.driver import LevelRun, RequestRecord, RetryPolicy, run_open
 from bench.capacity.http import HttpTarget
 from bench.capacity.schedule import Schedule
-from bench.errors import MissingDependencyError
+from bench.errors import BenchError, MissingDependencyError
 
 
 def _share(schedule: Schedule, w: int, workers: int, start_epoch: float, urls: list[str],
@@ -76,7 +76,8 @@ class _Worker:
 def run_distributed(schedule: Schedule, *, urls: Sequence[str], path: str,
                     bodies: Sequence[dict[str, Any]], workers: int = 2,
                     timeout_s: float = 30.0, retries: int = 6, address: str | None = None,
-                    num_cpus: int = 1, lead_s: float = 1.0) -> LevelRun:
+                    num_cpus: int = 1, lead_s: float = 1.0,
+                    start_timeout_s: float = 120.0) -> LevelRun:
     try:
         import ray
     except ImportError:
@@ -94,11 +95,23 @@ def run_distributed(schedule: Schedule, *, urls: Sequence[str], path: str,
         actors: list[Any] = [ray.remote(num_cpus=0)(_Worker).remote() for _ in range(workers)]
         # agree on a start only once every actor is up (starting one takes seconds, more on
         # a loaded machine): a start in the past would fire a burst of late requests
-        ray.get([a.ready.remote() for a in actors])
+        # every wait is bounded: actors Ray cannot place, or a worker stuck past every
+        # request's own timeouts, fail the level instead of hanging it
+        try:
+            ray.get([a.ready.remote() for a in actors], timeout=start_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise BenchError(f"capacity over Ray: {workers} load workers did not start within "
+                             f"{start_timeout_s:g} s (can the cluster place them?)") from None
         start_epoch = time.time() + lead_s
-        parts = ray.get([a.run.remote(schedule, w, workers, start_epoch, list(urls), path,
-                                      list(bodies), timeout_s, retries)
-                         for w, a in enumerate(actors)])
+        bound_s = lead_s + schedule.span_s + 2.0 * (retries + 1) * timeout_s + 60.0
+        try:
+            parts = ray.get([a.run.remote(schedule, w, workers, start_epoch, list(urls), path,
+                                          list(bodies), timeout_s, retries)
+                             for w, a in enumerate(actors)], timeout=bound_s)
+        except ray.exceptions.GetTimeoutError:
+            raise BenchError(f"capacity over Ray: the load workers did not finish within "
+                             f"{bound_s:.0f} s (the schedule's {schedule.span_s:.0f} s plus "
+                             "every request's timeouts and retries)") from None
     finally:
         if started_here:
             ray.shutdown()
