@@ -8,6 +8,8 @@ EXPERIMENT ?= quickstart
 
 # pytest-xdist workers for the parallel pass; the box CI times is 2 cores
 TEST_WORKERS ?= 2
+# the slowest tests of the parallel pass are listed at its end (where the time goes, #37)
+DURATIONS ?= 30
 SKIPPED := .pytest_cache/bench-skipped.txt
 PYTEST := HF_HUB_OFFLINE=1 BENCH_SKIPPED_FILE=$(SKIPPED) $(PY) -m pytest -q
 
@@ -34,7 +36,7 @@ bench: data
 # (tests/conftest.py SERIAL). The skipped tests and what enables each are repeated at the end.
 test: setup
 	@mkdir -p .pytest_cache && rm -f $(SKIPPED)
-	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not serial"
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not serial" --durations=$(DURATIONS)
 	$(PYTEST) -p no:xdist -m serial
 	$(MAKE) --no-print-directory lint
 	@if [ -s $(SKIPPED) ]; then echo "make test: $$(wc -l < $(SKIPPED)) skipped:"; cat $(SKIPPED); fi
