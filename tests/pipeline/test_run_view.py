@@ -19,8 +19,8 @@ from bench.data.base import Dataset, Document, Query
 from bench.generation.base import Generation
 from bench.judge import report as judge_report
 from bench.judge.labelling import labelling_rows
-from bench.pipeline.latency import LatencyRun
 from bench.pipeline.lanes import ConfigKind, ConfigSpec
+from bench.pipeline.latency import LatencyRun
 from bench.pipeline.node import Node, ValueOp
 from bench.pipeline.outcome import ConfigRun
 from bench.pipeline.outputs import RowInput
