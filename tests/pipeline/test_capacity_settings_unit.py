@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from bench.capacity.run.in_process import slo_of, study_settings
-from bench.capacity.study import StudySettings
+from bench.capacity.run.in_process import DERIVED, RENAMED, STUDY_ONLY, slo_of, study_settings
+from bench.capacity.study import StudySettings, study_key
 from bench.config.schema import CapacityConfig
 from bench.errors import ConfigError
 
@@ -70,20 +70,13 @@ def test_a_valid_config_maps_field_by_field() -> None:
         3.0, 7.0, 50, (0.5, 1.0), 2.5, 40.0, {"e2el": 500.0})
 
 
-#: StudySettings fields named otherwise in CapacityConfig; derived from config fields (the
-#: SLOs, the fault kinds); the study's own (no config key)
-RENAMED = {"min_requests": "level_min_requests", "max_requests": "level_max_requests",
-           "plan_rps": "target_rps"}
-DERIVED = {"slo_ms", "faults"}
-STUDY_ONLY = {"ceiling_seconds", "seed"}
-
 
 def _shared() -> dict[str, str]:
     """StudySettings field -> the CapacityConfig field it is copied from."""
     config = {f.name for f in fields(CapacityConfig)}
     out = {}
     for f in fields(StudySettings):
-        if f.name in DERIVED | STUDY_ONLY:
+        if f.name in DERIVED + STUDY_ONLY:
             continue
         name = RENAMED.get(f.name, f.name)
         assert name in config, f"StudySettings.{f.name} has no CapacityConfig field"
@@ -110,3 +103,9 @@ def test_every_shared_setting_is_copied_from_its_config_field() -> None:
     for mine, theirs in _shared().items():
         want = changed[theirs]
         assert getattr(st, mine) == (tuple(want) if isinstance(want, list) else want), mine
+
+
+def test_the_level_store_key_of_the_default_config_is_pinned() -> None:
+    # levels measured under this key are reused by a rerun (capacity.resume): a change here
+    # re-measures every study, so it must be meant (a setting's default or type changed)
+    assert study_key("b", study_settings(CapacityConfig())) == "41304c90c4e7936d"
