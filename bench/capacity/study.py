@@ -97,6 +97,12 @@ class Backend(Protocol):
 
 @dataclass(frozen=True)
 class StudySettings:
+    """What a study runs with: study.json's ``settings`` and the level store's key
+    (:func:`study_key`), under these names. A run's come from its ``capacity`` config
+    (``bench.capacity.run.in_process.study_settings``); a field the config has too defaults
+    to the config's default (tests/pipeline/test_capacity_settings_unit.py holds them equal),
+    ``ceiling_seconds`` and ``seed`` are the study's own."""
+
     slo_ms: dict[str, float]
     attainment: float = 0.9
     #: a level lasts ``level_seconds`` of schedule, between min and max requests
@@ -108,7 +114,7 @@ class StudySettings:
     timeout_s: float = 10.0
     retries: int = 6
     quality_threshold: float = 0.5
-    knee_start_rps: float = 2.0
+    knee_start_rps: float = 4.0
     knee_repeats: int = 2
     knee_max_repeats: int = 3
     knee_ci_width: float = 0.25

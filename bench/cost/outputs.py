@@ -13,7 +13,8 @@ from bench.pipeline.outputs import Column, Outputs, RowInput
 if TYPE_CHECKING:
     from bench.cost.prices import Prices, QueryCosts
     from bench.generation.base import Generation
-    from bench.pipeline.outcome import ConfigRun, Executed
+    from bench.pipeline.outcome import ConfigRun
+    from bench.pipeline.view import RunView
 
 
 
@@ -28,7 +29,7 @@ def fill(row: RowInput, so_far: Mapping[str, Any]) -> dict[str, Any]:
     probe = done.probe
     p = None if probe is None else probe.configs.get(c.spec.config_id)
     budget = None if probe is None else probe.budget
-    prices = done.comps.get("cost")
+    prices = done.component("cost")
     if isinstance(prices, Prices):
         return cost_columns(query_cost_of(c, done, prices), prices) if c.pool is not None \
             else {}
@@ -39,8 +40,8 @@ def fill(row: RowInput, so_far: Mapping[str, Any]) -> dict[str, Any]:
                                   f"probe e2e mean {p.e2e_mean_ms:.3f} ms "
                                   f"({len(p.e2e_ms)} queries, query embedding included)"}
         if so_far.get("e2e_p50_ms") is not None and c.pool is not None:
-            e2e = end_to_end_ms(e2e_timings(c.timings, done.plan.query_time_stages()),
-                                done.plan.e2e_stages(c.spec))
+            e2e = end_to_end_ms(e2e_timings(c.timings, done.query_time_stages()),
+                                done.e2e_stages(c.spec))
             mean = float(np.mean(e2e))
             return {"cost_per_query": budget.cost_per_query(mean),
                     "cost_basis": f"{budget.price_per_hour:g} per {budget.price_unit} x "
@@ -48,7 +49,7 @@ def fill(row: RowInput, so_far: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def query_cost_of(c: ConfigRun, done: Executed, prices: Prices) -> QueryCosts:
+def query_cost_of(c: ConfigRun, done: RunView, prices: Prices) -> QueryCosts:
     """One config's per-query cost by component over the queries its end-to-end latency is
     measured on (a generated config: its answered queries)."""
     import numpy as np
@@ -59,10 +60,10 @@ def query_cost_of(c: ConfigRun, done: Executed, prices: Prices) -> QueryCosts:
     from bench.rewrite.stage import rewrite_tokens
 
     qids, stage_ms = stage_ms_by_query(
-        e2e_timings(c.timings, done.plan.query_time_stages()), done.plan.e2e_stages(c.spec))
+        e2e_timings(c.timings, done.query_time_stages()), done.e2e_stages(c.spec))
     tokens = None
     if c.spec.answers is not None:
-        gens: list[Generation] = done.executor.value(c.spec.answers)
+        gens: list[Generation] = done.value(c.spec.answers)
         by_id = {g.request_id: g for g in gens}
         tokens = (np.asarray([by_id[q].prompt_tokens if q in by_id else 0 for q in qids]),
                   np.asarray([by_id[q].output_tokens if q in by_id else 0 for q in qids]))

@@ -53,7 +53,7 @@ from bench.report.base import StageReport
 if TYPE_CHECKING:
     from bench.judge.pairing import PairwiseSummary
     from bench.pipeline.latency import LatencyRun
-    from bench.pipeline.outcome import Executed
+    from bench.pipeline.view import RunView
     from bench.results.records import Comparison
     from bench.results.scores import ConfigScores
 
@@ -348,14 +348,14 @@ def _context_key(spec: Any) -> str:
     return str(spec.answers.input("contexts").ident)
 
 
-def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
+def write(done: RunView, run_dir: Path, comparisons: Sequence[Comparison],
           latency: LatencyRun) -> StageReport | None:
-    sweep = done.comps.generator_sweep
+    sweep = done.generator_sweep
     if sweep is None:
         return None
     from bench.judge.pairing import family
     from bench.judge.pairwise import PairwisePreferenceJudge
-    from bench.pipeline.plan import ConfigKind
+    from bench.pipeline.lanes import ConfigKind
 
     s = done.settings.metrics
     resamples, seed, confidence = s.bootstrap_resamples, done.settings.seed, s.confidence
@@ -372,7 +372,7 @@ def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
     must = {q.query_id: q.must_abstain for q in done.dataset.queries}
     diag = [d for key, members in groups.items()
             for d in diagnose_across(ctx_label[key], members, must)]
-    judge = done.comps.judge
+    judge = done.judge
     rows: list[PairRow] = []
     for cid, g in done.generation.items():
         if g.pairwise is None or cid not in by_id:
@@ -384,7 +384,7 @@ def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
         ok = g.pairwise.n_ok
         judge_fam = (judge.family if isinstance(judge, PairwisePreferenceJudge)
                      and judge.family else family(g.pairwise.judge))
-        got = done.executor.value(c.spec.leaf)
+        got = done.value(c.spec.leaf)
         ref = ref_self_preference(
             got.primary, quality(sc, must), quality(base[1], must), judge_family=judge_fam,
             candidate_family=str(c.spec.params["generator_family"]),

@@ -41,7 +41,8 @@ from bench.results.write import write_records
 
 if TYPE_CHECKING:
     from bench.pipeline.latency import LatencyRun
-    from bench.pipeline.outcome import ConfigRun, Executed
+    from bench.pipeline.outcome import ConfigRun
+    from bench.pipeline.view import RunView
 
 ANSWER_METRICS = ("answer_correct", "token_f1", "citation_precision", "citation_recall")
 TABLE = "iterations.parquet"
@@ -71,7 +72,7 @@ def _own(scores: ConfigScores, metric: str) -> tuple[float | None, int]:
     return (float(np.asarray(scores.values[metric], np.float64)[ok].mean()) if n else None), n
 
 
-def _answers_of(done: Executed, leaf_key: str) -> ConfigScores | None:
+def _answers_of(done: RunView, leaf_key: str) -> ConfigScores | None:
     for c, s in zip(done.configs, done.scores, strict=True):
         if (c.spec.kind is ConfigKind.GENERATED and c.pool is not None
                 and c.spec.pool is not None and c.spec.pool.key == leaf_key):
@@ -79,7 +80,7 @@ def _answers_of(done: Executed, leaf_key: str) -> ConfigScores | None:
     return None
 
 
-def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
+def write(done: RunView, run_dir: Path, comparisons: Sequence[Comparison],
           latency: LatencyRun) -> StageReport | None:
     by_id = {c.spec.config_id: (c, s) for c, s in zip(done.configs, done.scores, strict=True)}
     pairs: list[tuple[ConfigRun, ConfigRun]] = []

@@ -13,11 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.errors import InputError
 from bench.judge.agreement import approves, higher_is_better
 from bench.judge.rubric import Rubric
+
+if TYPE_CHECKING:
+    from bench.pipeline.outcome import ConfigRun
+    from bench.pipeline.view import RunView
 
 LABELLING_FILE = "judge_labelling.jsonl"
 
@@ -26,15 +30,15 @@ def item_id(config_id: str, query_id: str, metric: str) -> str:
     return f"{config_id}:{query_id}:{metric}"
 
 
-def labelling_rows(done: Any) -> list[dict[str, Any]]:
-    """``judge_labelling.jsonl`` rows of a finished run (``Executed``): every verdict of every
+def labelling_rows(done: RunView) -> list[dict[str, Any]]:
+    """``judge_labelling.jsonl`` rows of a finished run: every verdict of every
     LLM judge metric of every generated config; nothing without an LLM judge."""
     from bench.judge.base import failure_mode
     from bench.judge.stage import _members, asks_model
     from bench.pipeline.answers import answered
     from bench.pipeline.lanes import ConfigKind
 
-    judge = done.comps.judge
+    judge = done.judge
     if judge is None:
         return []
     llm = {j.name: j for j in _members(judge) if asks_model(j)}
@@ -48,7 +52,7 @@ def labelling_rows(done: Any) -> list[dict[str, Any]]:
     for c in done.configs:
         if c.spec.kind is not ConfigKind.GENERATED or c.pool is None:
             continue
-        a = answered(c.spec, done.executor)
+        a = answered(c.spec, done)
         answers = {g.request_id: g for g in a.generations}
         contexts = {x.query_id: x for x in a.contexts}
         assert c.spec.answers is not None
@@ -87,7 +91,7 @@ def labelling_rows(done: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _pair_rows(done: Any, c: Any, rub: Rubric, a: Any, baseline: Mapping[str, str],
+def _pair_rows(done: RunView, c: ConfigRun, rub: Rubric, a: Any, baseline: Mapping[str, str],
                by_id: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Labelling rows of a candidate's pairwise verdicts: answer A is the candidate's, answer
     B the baseline's (the first generated config, of its context in a generator sweep);

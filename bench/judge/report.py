@@ -17,7 +17,7 @@ from bench.results.records import Comparison
 
 if TYPE_CHECKING:
     from bench.pipeline.latency import LatencyRun
-    from bench.pipeline.outcome import Executed
+    from bench.pipeline.view import RunView
 
 log = logging.getLogger(__name__)
 #: verifier metrics (bench.judge.verifiers) the section tabulates when a config has them
@@ -25,15 +25,15 @@ VERIFIER_METRICS = ("unsupported_numbers", "quantity_consistency", "structured_m
                     "nli_support")
 
 
-def uncalibrated(done: Executed) -> list[Any]:
+def uncalibrated(done: RunView) -> list[Any]:
     """The gates let through uncalibrated (the check ``prepare`` made, made again)."""
     block = (done.settings.resolved.get("judge") or {}).get("calibration")
-    return check_calibrated_gates(gated_metrics(done.settings), done.comps.judge, block,
+    return check_calibrated_gates(gated_metrics(done.settings), done.judge, block,
                                   dataset=done.dataset.name,
                                   evaluated={q.split for q in done.dataset.queries})
 
 
-def _verifier_rows(done: Executed) -> list[tuple[str, str, float | None, int, int]]:
+def _verifier_rows(done: RunView) -> list[tuple[str, str, float | None, int, int]]:
     out = []
     for c, s in zip(done.configs, done.scores, strict=True):
         for m in VERIFIER_METRICS:
@@ -46,9 +46,9 @@ def _verifier_rows(done: Executed) -> list[tuple[str, str, float | None, int, in
     return out
 
 
-def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
+def write(done: RunView, run_dir: Path, comparisons: Sequence[Comparison],
           latency: LatencyRun) -> StageReport | None:
-    if done.comps.judge is None:
+    if done.judge is None:
         return None
     lines: list[str] = ["## Judges: calibration and verifiers", ""]
     manifest: dict[str, Any] = {}
@@ -100,14 +100,14 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def _ensemble_section(done: Executed) -> tuple[list[str], list[dict[str, Any]]]:
+def _ensemble_section(done: RunView) -> tuple[list[str], list[dict[str, Any]]]:
     """Per generated config: the members' agreement and each one's score distribution."""
     from bench.judge.agreement import Stat
     from bench.judge.ensemble import as_dict, ensemble_of, summary_rows
     from bench.pipeline.answers import answered
     from bench.pipeline.lanes import ConfigKind
 
-    ens = ensemble_of(done.comps.judge)
+    ens = ensemble_of(done.judge)
     if ens is None:
         return [], []
 
@@ -133,7 +133,7 @@ def _ensemble_section(done: Executed) -> tuple[list[str], list[dict[str, Any]]]:
     for c in done.configs:
         if c.spec.kind is not ConfigKind.GENERATED or c.pool is None:
             continue
-        verdicts = [v for v in answered(c.spec, done.executor).verdicts if v.repeat == 0]
+        verdicts = [v for v in answered(c.spec, done).verdicts if v.repeat == 0]
         agree, dists = summary_rows(ens, verdicts)
         for a in agree:
             lines.append(f"| {c.spec.label} | {a.metric} | {a.members} | {a.n} | "

@@ -40,7 +40,7 @@ from bench.parsing.base import ParsedDocument, ParseStatus
 if TYPE_CHECKING:
     from bench.chunking.base import ChunkTable
     from bench.parsing.dataset import ParseOutcome
-    from bench.pipeline.outcome import Executed
+    from bench.pipeline.view import RunView
 
 CHUNK_TABLE = "parsing_chunks.parquet"
 ANSWER_TABLE = "parsing_answers.parquet"
@@ -171,7 +171,7 @@ def answer_in(passages: Sequence[str], references: Sequence[str]) -> bool:
     return any(r in t for r in refs for t in texts)
 
 
-def answer_rows(done: Executed, label: str, pool: Any, chunks: ChunkTable | None,
+def answer_rows(done: RunView, label: str, pool: Any, chunks: ChunkTable | None,
                 k: int = TOP_K) -> list[dict[str, Any]]:
     """One row per query with reference answers: the extractive bound of its top ``k``."""
     docs = done.dataset.documents
@@ -196,7 +196,7 @@ def answer_rows(done: Executed, label: str, pool: Any, chunks: ChunkTable | None
     return out
 
 
-def tables(done: Executed, outcome: ParseOutcome,
+def tables(done: RunView, outcome: ParseOutcome,
            truths: Sequence[Mapping[str, Any] | None]
            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(chunk rows, answer rows) of every config of the run with a pool of its own."""

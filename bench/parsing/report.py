@@ -27,7 +27,7 @@ from bench.results.write import write_table
 if TYPE_CHECKING:
     from bench.data.base import Query
     from bench.pipeline.latency import LatencyRun
-    from bench.pipeline.outcome import Executed
+    from bench.pipeline.view import RunView
     from bench.results.records import Comparison
 
 TABLE = "parsing.parquet"
@@ -166,7 +166,7 @@ def section(table: Sequence[dict[str, Any]], outcome: ParseOutcome,
     return lines
 
 
-def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
+def write(done: RunView, run_dir: Path, comparisons: Sequence[Comparison],
           latency: LatencyRun) -> StageReport | None:
     ds = done.dataset
     if not isinstance(ds, ParsedDataset) or ds.parse is None:

@@ -48,7 +48,6 @@ from bench.metrics.base import (
     SCORED,
     QueryValue,
 )
-from bench.pipeline.executor import Executor
 from bench.pipeline.plan import ConfigSpec
 from bench.pipeline.scoring import SummarySettings, summarize_values
 from bench.results.records import GenerationSummary, GoldProbeSummary
@@ -56,6 +55,7 @@ from bench.results.scores import ConfigScores
 
 if TYPE_CHECKING:
     from bench.pipeline.components import Components
+    from bench.pipeline.view import NodeValues
 
 _NOT_EXPECTED = (NOT_APPLICABLE, NO_REFERENCE)
 
@@ -71,7 +71,7 @@ class Answered:
     pairs: PairRun | None = None
 
 
-def answered(spec: ConfigSpec, executor: Executor) -> Answered:
+def answered(spec: ConfigSpec, executor: NodeValues) -> Answered:
     assert spec.answers is not None
     gens: list[Generation] = executor.value(spec.answers)
     ctx: Contexts = executor.value(spec.answers.input("contexts"))
@@ -296,7 +296,7 @@ def with_pairwise(g: GenerationSummary, a: Answered, comps: Components,
     return replace(g, pairwise=summary)
 
 
-def gold_probe_summary(spec: ConfigSpec, executor: Executor, scope: JudgedScope | None
+def gold_probe_summary(spec: ConfigSpec, executor: NodeValues, scope: JudgedScope | None
                        ) -> GoldProbeSummary | None:
     """A gold-position config's placement figures (None for any other generated config)."""
     assert spec.answers is not None

@@ -13,19 +13,25 @@ from __future__ import annotations
 import enum
 import importlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from bench.pipeline.node import Node
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from omegaconf import DictConfig
 
     from bench.data.base import Dataset, Query
     from bench.generation.stage import GenerationSettings
     from bench.pipeline.components import Components
+    from bench.pipeline.latency import LatencyRun
     from bench.pipeline.outputs import Outputs
+    from bench.pipeline.view import RunView
+    from bench.report.base import StageReport
+    from bench.results.records import Comparison
 
 
 class ConfigKind(enum.StrEnum):
@@ -156,8 +162,9 @@ class Stage:
     config_kinds: tuple[str, ...] = ()
     config_nodes: tuple[str, ...] = ()
     #: ``"module:function"`` writing the stage's own results after the run's tables,
-    #: ``(done, run_dir, comparisons, latency) -> StageReport | None`` (its Parquet tables,
-    #: its report.md section, its run.json entry under ``stages.<name>``); None: nothing
+    #: ``(done: RunView, run_dir, comparisons, latency) -> StageReport | None`` (its Parquet
+    #: tables, its report.md section, its run.json entry under ``stages.<name>``); None:
+    #: nothing
     writer: str | None = None
     #: what it produces (``bench.pipeline.outputs.Outputs``): configs.parquet columns and
     #: their fill, per-query statuses, config kinds, cost components; a value or
@@ -174,13 +181,16 @@ class Stage:
         assert isinstance(out, Outputs), f"stage {self.name}: outputs {self.outputs!r}"
         return out
 
-    def write(self, done: Any, run_dir: Any, comparisons: Any, latency: Any) -> Any:
+    def write(self, done: RunView, run_dir: Path, comparisons: Sequence[Comparison],
+              latency: LatencyRun) -> StageReport | None:
         """The stage's ``StageReport`` (``bench.report.base``), None without a writer (its
         entry's ``writer``, else its declared ``Outputs.writer``)."""
         writer = self.writer or self.declared().writer
         if writer is None:
             return None
-        return _named(writer)(done, run_dir, comparisons, latency)
+        write: Callable[[RunView, Path, Sequence[Comparison], LatencyRun],
+                        StageReport | None] = _named(writer)
+        return write(done, run_dir, comparisons, latency)
 
     def expand(self, state: PlanState) -> PlanState:
         if self.expander is None:

@@ -1,8 +1,10 @@
 """What a run produced, as the writers, the capacity driver and callers see it.
 
 ``RunResult`` is what ``run(cfg)`` returns; ``ConfigRun`` is one config after execution;
-``Executed`` everything the run computed, handed to the writers (``bench.pipeline.record``)
-and the capacity driver (``bench.capacity.run``). Kept apart from the orchestration in
+``Executed`` everything the run computed, handed to the core's writer
+(``bench.pipeline.record``) and the capacity driver (``bench.capacity.run``). Stages' writers
+and fills see it as a ``bench.pipeline.view.RunView`` (its methods below are that view's
+narrow doors into the executor, plan and components). Kept apart from the orchestration in
 ``bench.pipeline.run`` so the writers do not import it.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +22,7 @@ from bench.data.subset import QuerySelection
 from bench.filters.base import FilterOutcome
 from bench.filters.stage import FilteredPool
 from bench.pipeline.executor import Executor, Resolved
+from bench.pipeline.node import Node
 from bench.pipeline.plan import ConfigSpec, Plan
 from bench.pipeline.probe import ProbeOutcome
 from bench.pipeline.settings import RunSettings
@@ -29,6 +32,8 @@ from bench.retrieval.base import Pool
 from bench.telemetry.base import StageTiming, Telemetry
 
 if TYPE_CHECKING:
+    from bench.generation.sweep import GeneratorSweep
+    from bench.judge.base import Judge
     from bench.pipeline.components import Components
 
 
@@ -71,7 +76,8 @@ class ConfigRun:
 
 @dataclass(frozen=True)
 class Executed:
-    """Everything a run computed, handed to the writers (bench.pipeline.record)."""
+    """Everything a run computed, handed to the core's writer (bench.pipeline.record); a
+    ``RunView`` (bench.pipeline.view) for the stages' writers and fills."""
 
     run_id: str
     settings: RunSettings
@@ -93,3 +99,24 @@ class Executed:
     #: the queries evaluated and the splits' contamination check (bench.data.subset, splits)
     selection: QuerySelection | None = None
     contamination: Contamination | None = None
+
+    # the RunView's narrow doors (bench.pipeline.view)
+    def value(self, node: Node) -> Any:
+        return self.executor.value(node)
+
+    @property
+    def judge(self) -> Judge | None:
+        return self.comps.judge
+
+    @property
+    def generator_sweep(self) -> GeneratorSweep | None:
+        return self.comps.generator_sweep
+
+    def component(self, group: str) -> object:
+        return self.comps.get(group)
+
+    def query_time_stages(self) -> tuple[str, ...]:
+        return self.plan.query_time_stages()
+
+    def e2e_stages(self, spec: ConfigSpec) -> tuple[str, ...]:
+        return self.plan.e2e_stages(spec)

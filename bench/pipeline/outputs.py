@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bench.pipeline.latency import LatencyRun
-    from bench.pipeline.outcome import ConfigRun, Executed
+    from bench.pipeline.outcome import ConfigRun
+    from bench.pipeline.view import RunView
     from bench.results.scores import ConfigScores
 
 #: Arrow types a declared column may have (``bench.results.schema`` maps them to pyarrow)
@@ -73,12 +74,12 @@ class QueryStatus:
 
 @dataclass(frozen=True)
 class RowInput:
-    """What a fill reads for one config: its run, its scores, the whole run (``done``) and the
-    interleaved latency pass."""
+    """What a fill reads for one config: its run, its scores, the run as writers see it
+    (``done``, a ``bench.pipeline.view.RunView``) and the interleaved latency pass."""
 
     run: ConfigRun
     scores: ConfigScores
-    done: Executed
+    done: RunView
     latency: LatencyRun
 
 

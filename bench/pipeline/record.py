@@ -198,8 +198,8 @@ def core_columns(row: RowInput) -> dict[str, Any]:
     c, done = row.run, row.done
     spec = c.spec
     settings = done.settings.latency
-    stages = done.plan.e2e_stages(spec)
-    e2e = end_to_end_ms(e2e_timings(c.timings, done.plan.query_time_stages() or stages), stages)
+    stages = done.e2e_stages(spec)
+    e2e = end_to_end_ms(e2e_timings(c.timings, done.query_time_stages() or stages), stages)
     # the interleaved pass times retrieval chains; a generated config's whole request
     # (chain + context + generation) comes from its own request samples
     generated = spec.kind is ConfigKind.GENERATED

@@ -43,7 +43,7 @@ from bench.rewrite.suite import MinGain, RewriterSuite
 
 if TYPE_CHECKING:
     from bench.pipeline.latency import LatencyRun
-    from bench.pipeline.outcome import Executed
+    from bench.pipeline.view import RunView
 
 #: the metrics of the rewrite table (each with its paired delta and CI)
 TABLE_METRICS = ("recall@10", "recall@100", "ndcg@10")
@@ -244,11 +244,11 @@ def _on_front(o: RewriteOutcome) -> RewriteOutcome:
     return replace(o, on_front=True)
 
 
-def rewrite_report(done: Executed, latency: LatencyRun) -> RewriteReport | None:
+def rewrite_report(done: RunView, latency: LatencyRun) -> RewriteReport | None:
     """The run's rewrite decisions (None when no rewriter ran)."""
     from bench.rewrite.stage import GenerateRewritesOp, Rewrites
 
-    suite = done.comps.get("rewriter")
+    suite = done.component("rewriter")
     if not isinstance(suite, RewriterSuite):
         return None
     by_id = {c.spec.config_id: (c, s) for c, s in zip(done.configs, done.scores, strict=True)}

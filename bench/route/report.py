@@ -38,7 +38,8 @@ from bench.route.stage import NONE_LABEL, RoutedPool, RouteOp
 
 if TYPE_CHECKING:
     from bench.pipeline.latency import LatencyRun
-    from bench.pipeline.outcome import ConfigRun, Executed
+    from bench.pipeline.outcome import ConfigRun
+    from bench.pipeline.view import RunView
 
 TABLE = "routes.parquet"
 
@@ -66,7 +67,7 @@ def _mean_on(s: ConfigScores, metric: str, ids: set[str] | None = None) -> tuple
     return (float(v.mean()) if v.size else float("nan")), int(v.size)
 
 
-def _answers_of(done: Executed, leaf_key: str) -> ConfigScores | None:
+def _answers_of(done: RunView, leaf_key: str) -> ConfigScores | None:
     for c, s in zip(done.configs, done.scores, strict=True):
         if (c.spec.kind is ConfigKind.GENERATED and c.pool is not None
                 and c.spec.pool is not None and c.spec.pool.key == leaf_key):
@@ -74,7 +75,7 @@ def _answers_of(done: Executed, leaf_key: str) -> ConfigScores | None:
     return None
 
 
-def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
+def write(done: RunView, run_dir: Path, comparisons: Sequence[Comparison],
           latency: LatencyRun) -> StageReport | None:
     routed = [(c, s) for c, s in zip(done.configs, done.scores, strict=True)
               if isinstance(c.pool, RoutedPool) and c.spec.kind is not ConfigKind.GENERATED]

@@ -25,7 +25,7 @@ from bench.system.base import OK, STATUSES, SystemRun
 
 if TYPE_CHECKING:
     from bench.pipeline.latency import LatencyRun
-    from bench.pipeline.outcome import Executed
+    from bench.pipeline.view import RunView
     from bench.report.base import StageReport
     from bench.results.records import Comparison
 
@@ -64,7 +64,7 @@ def _p(xs: Sequence[float | None], q: float) -> float | None:
     return float(np.percentile(np.asarray(vals, dtype=np.float64), q)) if vals else None
 
 
-def system_runs(done: Executed) -> list[tuple[str, str, SystemRun]]:
+def system_runs(done: RunView) -> list[tuple[str, str, SystemRun]]:
     """(config id, label, responses as the dataset sees them) of each system, once: the
     first kept config whose chain asks it (its answered config shares the requests)."""
     from bench.system.stage import checked
@@ -96,7 +96,7 @@ def latency_split(config_id: str, label: str, run: SystemRun) -> SystemLatency:
         _p([r.client_ms for r in ok], 50))
 
 
-def write_system_table(done: Executed, run_dir: Path) -> tuple[SystemLatency, ...]:
+def write_system_table(done: RunView, run_dir: Path) -> tuple[SystemLatency, ...]:
     """``system.parquet`` (one row per request of each system config; not written without
     one) and each system config's latency split."""
     import json
@@ -118,7 +118,7 @@ def write_system_table(done: Executed, run_dir: Path) -> tuple[SystemLatency, ..
     return tuple(latency_split(cid, label, run) for cid, label, run in runs)
 
 
-def write(done: Executed, run_dir: Path, comparisons: Sequence[Comparison],
+def write(done: RunView, run_dir: Path, comparisons: Sequence[Comparison],
           latency: LatencyRun) -> StageReport | None:
     """The system stage's writer (``Stage.writer``): system.parquet and the report's
     black-box section; run.json ``stages.system`` lists the table. None without a system

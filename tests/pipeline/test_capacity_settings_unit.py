@@ -1,15 +1,17 @@
 """``bench.capacity.run.in_process.study_settings`` directly on ``CapacityConfig`` values:
 every out-of-range setting is refused by its own key, the http-target rules on faults hold,
-and a valid config maps field by field (no study run)."""
+a valid config maps field by field, and every setting the study shares with the config
+has the config's default and is copied from it (no study run)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import pytest
 
-from bench.capacity.run.in_process import slo_of, study_settings
+from bench.capacity.run.in_process import DERIVED, RENAMED, STUDY_ONLY, slo_of, study_settings
+from bench.capacity.study import StudySettings, study_key
 from bench.config.schema import CapacityConfig
 from bench.errors import ConfigError
 
@@ -66,3 +68,44 @@ def test_a_valid_config_maps_field_by_field() -> None:
     assert (st.level_seconds, st.knee_start_rps, st.ceiling_min_requests, st.sweep_shares,
             st.price_per_hour, st.plan_rps, st.slo_ms) == (
         3.0, 7.0, 50, (0.5, 1.0), 2.5, 40.0, {"e2el": 500.0})
+
+
+
+def _shared() -> dict[str, str]:
+    """StudySettings field -> the CapacityConfig field it is copied from."""
+    config = {f.name for f in fields(CapacityConfig)}
+    out = {}
+    for f in fields(StudySettings):
+        if f.name in DERIVED + STUDY_ONLY:
+            continue
+        name = RENAMED.get(f.name, f.name)
+        assert name in config, f"StudySettings.{f.name} has no CapacityConfig field"
+        out[f.name] = name
+    return out
+
+
+def test_shared_settings_default_to_the_configs_defaults() -> None:
+    study, config = StudySettings(slo_ms={"e2el": 100.0}), CapacityConfig()
+    for mine, theirs in _shared().items():
+        want = getattr(config, theirs)
+        assert getattr(study, mine) == (tuple(want) if isinstance(want, list) else want), mine
+
+
+def test_every_shared_setting_is_copied_from_its_config_field() -> None:
+    changed: dict[str, Any] = {}
+    for theirs in _shared().values():
+        v = getattr(OK, theirs)
+        changed[theirs] = ({"max_concurrency": 3, "price_per_hour": 1.5}[theirs] if v is None
+                           else not v if isinstance(v, bool) else v + 1 if isinstance(v, int)
+                           else v / 2 if isinstance(v, float) else f"{v}!"
+                           if isinstance(v, str) else [x / 2 for x in v])
+    st = study_settings(replace(OK, **changed))
+    for mine, theirs in _shared().items():
+        want = changed[theirs]
+        assert getattr(st, mine) == (tuple(want) if isinstance(want, list) else want), mine
+
+
+def test_the_level_store_key_of_the_default_config_is_pinned() -> None:
+    # levels measured under this key are reused by a rerun (capacity.resume): a change here
+    # re-measures every study, so it must be meant (a setting's default or type changed)
+    assert study_key("b", study_settings(CapacityConfig())) == "41304c90c4e7936d"

@@ -19,9 +19,10 @@ import logging
 import shutil
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import numpy as np
 
@@ -142,26 +143,35 @@ def study_settings(cap: CapacityConfig) -> StudySettings:
     for key, ok in checks.items():
         if not ok:
             raise ConfigError(key, f"out of range: {getattr(cap, key.split('.', 1)[1])!r}")
-    return StudySettings(
-        slo_ms=slo_of(cap), attainment=float(cap.attainment),
-        level_seconds=float(cap.level_seconds), min_requests=int(cap.level_min_requests),
-        max_requests=int(cap.level_max_requests), burstiness=float(cap.burstiness),
-        max_concurrency=cap.max_concurrency, timeout_s=float(cap.timeout_s),
-        retries=int(cap.retries), quality_threshold=float(cap.quality_threshold),
-        knee_start_rps=float(cap.knee_start_rps), knee_repeats=int(cap.knee_repeats),
-        knee_max_repeats=int(cap.knee_max_repeats), knee_ci_width=float(cap.knee_ci_width),
-        knee_max_levels=int(cap.knee_max_levels), knee_max_seconds=float(cap.knee_max_seconds),
-        ceiling_limit_ms=float(cap.ceiling_limit_ms), closed_users=int(cap.closed_users),
-        ceiling_max_rps=float(cap.ceiling_max_rps),
-        ceiling_min_requests=int(cap.ceiling_min_requests),
-        sweep_shares=tuple(float(x) for x in cap.sweep_shares), replicas=int(cap.replicas),
-        scale_knee_max_levels=int(cap.scale_knee_max_levels),
-        faults=tuple(Fault(f) for f in cap.faults), fault_share=float(cap.fault_share),  # type: ignore[arg-type]
-        price_per_hour=None if cap.price_per_hour is None else float(cap.price_per_hour),
-        worker_kind=str(cap.worker_kind), component_max_levels=int(cap.component_max_levels),
-        component_max_seconds=float(cap.component_max_seconds),
-        plan_rps=float(cap.target_rps), unloaded_queries=int(cap.unloaded_queries),
-        unloaded_last=bool(cap.unloaded_last))
+    return StudySettings(slo_ms=slo_of(cap), faults=tuple(Fault(f) for f in cap.faults),  # type: ignore[arg-type]
+                         **copied_settings(cap))
+
+
+#: StudySettings fields the capacity config names otherwise; every other field is copied
+#: from the config field of its own name, but those computed from config fields
+#: (:data:`DERIVED`) and the study's own, which have no config key (:data:`STUDY_ONLY`)
+RENAMED = {"min_requests": "level_min_requests", "max_requests": "level_max_requests",
+           "plan_rps": "target_rps"}
+DERIVED = ("slo_ms", "faults")
+STUDY_ONLY = ("ceiling_seconds", "seed")
+
+
+def copied_settings(cap: CapacityConfig) -> dict[str, Any]:
+    """The StudySettings fields copied from ``cap``, as the field's type (a YAML ``10`` for a
+    float setting is ``10.0``: study.json and the level store's key see the same value)."""
+    hints = get_type_hints(StudySettings)
+    return {f.name: _as(hints[f.name], getattr(cap, RENAMED.get(f.name, f.name)))
+            for f in fields(StudySettings) if f.name not in DERIVED + STUDY_ONLY}
+
+
+def _as(hint: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    if get_origin(hint) in (Union, UnionType):  # ``X | None``: X
+        hint = next(a for a in get_args(hint) if a is not type(None))
+    if get_origin(hint) is tuple:
+        return tuple(get_args(hint)[0](x) for x in value)
+    return hint(value)
 
 
 class ServeReplica:
