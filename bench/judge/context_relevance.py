@@ -50,9 +50,36 @@ def bounded_schema(n: int) -> str:
     return json.dumps(schema, sort_keys=True, separators=(",", ":"))
 
 
+#: more passages than this: ``exact`` falls back to :func:`bounded_schema` (2**n choices)
+EXACT_MAX_PASSAGES = 8
+
+
+def exact_schema(n: int) -> str:
+    """A JSON Schema whose only instances are the complete, disjoint partitions of the
+    passage numbers 1..n (``anyOf`` of the 2**n ``const`` pairs, each list ascending): a
+    guided decoder can emit nothing the validator rejects, so even a tiny model gives a
+    verdict (SmolLM2-135M put passage 1 in both lists on every item under
+    :func:`bounded_schema`). For n > :data:`EXACT_MAX_PASSAGES` it is
+    :func:`bounded_schema`, whose overlaps are still rejected and retried."""
+    if n > EXACT_MAX_PASSAGES:
+        return bounded_schema(n)
+    cases = []
+    for mask in range(2 ** n):
+        relevant = [k for k in range(1, n + 1) if mask >> (k - 1) & 1]
+        irrelevant = [k for k in range(1, n + 1) if not mask >> (k - 1) & 1]
+        cases.append({"type": "object",
+                      "properties": {"relevant": {"const": relevant},
+                                     "irrelevant": {"const": irrelevant}},
+                      "required": ["relevant", "irrelevant"], "additionalProperties": False})
+    # not key-sorted: a guided decoder emits the properties in schema order, and the prompt
+    # asks for "relevant" first
+    return json.dumps({"anyOf": cases}, separators=(",", ":"))
+
+
 class ContextRelevanceJudge(LLMJudge):
-    """Extra option: ``bounded`` — guide decoding with :func:`bounded_schema` (off by
-    default, so the cache keys and verdicts of earlier runs stay as they were)."""
+    """Extra options, both off by default (the cache keys and verdicts of earlier runs stay as
+    they were): ``bounded`` — guide decoding with :func:`bounded_schema`; ``exact`` — guide it
+    with :func:`exact_schema` (every output a valid partition; wins over ``bounded``)."""
 
     name = "context_relevance"
     metrics = ("context_relevance",)
@@ -60,13 +87,21 @@ class ContextRelevanceJudge(LLMJudge):
 
     def __init__(self, *, generator: Generator, max_retries: int = 2, max_tokens: int = 512,
                  temperature: float = 0.0, seed: int = 0, feedback: bool = True,
-                 bounded: bool = False) -> None:
+                 bounded: bool = False, exact: bool = False) -> None:
         super().__init__(generator=generator, max_retries=max_retries, max_tokens=max_tokens,
                          temperature=temperature, seed=seed, feedback=feedback)
         self.bounded = bounded
+        self.exact = exact
 
     def cache_params(self) -> dict[str, object]:
+        if self.exact:
+            return {**super().cache_params(), "partition_schema": "exact-partitions"}
         return {**super().cache_params(), **(BOUNDED_PARTITION if self.bounded else {})}
+
+    def _schema(self, n: int) -> str | None:
+        if self.exact:
+            return exact_schema(n)
+        return bounded_schema(n) if self.bounded else None
 
     @classmethod
     def schemas(cls) -> tuple[type[BaseModel], ...]:
@@ -83,7 +118,7 @@ class ContextRelevanceJudge(LLMJudge):
                 ChatMessage("system", SYSTEM),
                 ChatMessage("user", USER.format(query=items[i].query, passages=listing))),
                 _validator(len(ctx.passages)),
-                bounded_schema(len(ctx.passages)) if self.bounded else None))
+                self._schema(len(ctx.passages))))
         results = self.caller(PassageRelevance).run(tasks, "passages")
         out: dict[int, Verdict] = {}
         for i, (obj, call) in zip(asked, results, strict=True):
