@@ -28,3 +28,14 @@ echo "== 4. the gate against the record (default floor 0.4)"
 $py -m bench "${common[@]}" subset.split=release subset.max_queries=10 "$gate" \
     "hydra.run.dir=$out/gate1"
 echo "exit $?"
+echo "== 5. the same gate with a floor the record clears (the gate reads the record; a floor"
+echo "      this low is a demonstration of the mechanism, not a release policy)"
+floor=$($py -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['metrics']['context_relevance']['kappa'][0])" \
+    "$records/context_relevance.json" 2>/dev/null) || floor=
+if [[ -n "$floor" && "$floor" != "None" ]]; then
+  $py -m bench "${common[@]}" subset.split=release subset.max_queries=10 "$gate" \
+      "judge.calibration.floor=$floor" "hydra.run.dir=$out/gate2"
+  echo "exit $?"
+else
+  echo "the record holds no kappa: no floor can be cleared"
+fi
