@@ -8,8 +8,9 @@ C. validation: ``budget.validate=true`` on B's cache (the pruned configs' nodes 
 
 Prints (and writes ``OUT/budget_sweep.md``): configs planned / pruned / run, A's probe cost vs
 the work it saved (B's wall minus A's wall without its probes), the validation table per probe
-kind (prediction errors, bounds missed, pruned configs that would have passed), and the
-per-query identity of every surviving config of A against B (by config id).
+kind (prediction errors, bounds missed, pruned configs that would have passed), the
+per-query identity of every surviving config of A against B (by config id), and the quality
+vs latency front of A against B's (nDCG@10 vs end-to-end p95 across every job's configs).
 
     flock /tmp/bench-cpu.lock python scripts/bench_budget_sweep.py OUT [hydra overrides...]
 """
@@ -60,6 +61,28 @@ def per_query(jobs: list[Path]) -> dict[tuple[str, str], dict[tuple[str, str], f
 def probes(jobs: list[Path]) -> list[dict]:
     return [json.loads((j / "budget_probes.json").read_text()) for j in jobs
             if (j / "budget_probes.json").is_file()]
+
+
+def front(jobs: list[Path], keep: set[tuple[str, str]] | None = None,
+          metric: str = "ndcg@10") -> set[tuple[str, str]]:
+    """(job, config id) of the configs on the sweep's front of ``metric`` (higher is better,
+    mean over all queries) vs end-to-end p95 latency (lower is better), over the configs run
+    (``keep``: only these)."""
+    from bench.report.pareto import pareto_front
+
+    quality = {(j.name, r["config_id"]): r["mean"] for j in jobs
+               for r in pq.read_table(j / "summary.parquet").to_pylist()
+               if r["scope"] == "all" and r["metric"] == metric and r["mean"] is not None}
+    points = {}
+    for j in jobs:
+        for r in pq.read_table(j / "configs.parquet").to_pylist():
+            k = (j.name, r["config_id"])
+            if r["status"] != "pruned" and k in quality and r["e2e_p95_ms"] is not None \
+                    and (keep is None or k in keep):
+                points[k] = (quality[k], r["e2e_p95_ms"])
+    keys = sorted(points)
+    flags = pareto_front([points[k] for k in keys], [True, False])
+    return {k for k, f in zip(keys, flags, strict=True) if f}
 
 
 def _equal(a: dict[tuple[str, str], float], b: dict[tuple[str, str], float]) -> bool:
@@ -114,6 +137,18 @@ def main() -> None:
     same = sum(1 for k in kept if k in qb and _equal(qa.get(k, {}), qb[k]))
     lines.append(f"per-query identity of surviving configs, A vs B (same job, same config "
                  f"id, every (query, metric) value equal): **{same} of {len(kept)}**")
+    # the front of the pruned sweep vs the unpruned one's: equal once the configs the budget
+    # pruned (they broke a ceiling) are taken off B's front; each side on its own measurements
+    front_a, front_b = front(jobs_a), front(jobs_b)
+    pruned_keys = {(c["job"], c["config_id"]) for c in pruned}
+    lines += ["", f"front (nDCG@10 vs e2e p95): A {len(front_a)} configs, B {len(front_b)}, "
+              f"of which pruned in A: {len(front_b & pruned_keys)}; A's front equals B's less "
+              f"the pruned: **{front_a == front_b - pruned_keys}**",
+              f"B's front over A's survivors only (B's measurements): "
+              f"**{front(jobs_b, set(kept)) == front_a}**"]
+    for k in sorted(front_a ^ (front_b - pruned_keys)):
+        lines.append(f"- on one front only: job {k[0]} config {k[1]} "
+                     f"({'A' if k in front_a else 'B'})")
     text = "\n".join(lines)
     print(text)
     (out / "budget_sweep.md").write_text(text + "\n")
