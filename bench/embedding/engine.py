@@ -173,9 +173,17 @@ def encode_shard(embedder: Embedder, folder: Path, shard: int, texts: Sequence[s
 class _ShardWorker:
     """A Ray Data actor: builds the embedder once, then encodes one shard per batch row."""
 
-    def __init__(self, recipe: EmbedderRecipe, folder: str) -> None:
+    def __init__(self, recipe: EmbedderRecipe, folder: str, pass_id: str = "") -> None:
         self.embedder = recipe.make()
         self.folder = Path(folder)
+        if pass_id:
+            # a handle to this actor for the driver, which kills the pool when the pass fails
+            # (Ray Data only lets go of it, and an actor let go of may live on: _kill_pool)
+            import ray
+
+            me = ray.get_runtime_context().current_actor
+            (self.folder / f"actor-{pass_id}-{uuid.uuid4().hex}.pkl").write_bytes(
+                ray.cloudpickle.dumps(me))
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         for shard, texts in zip(batch["shard"], batch["texts"], strict=True):
@@ -298,6 +306,7 @@ class RayEngine:
                          configure_logging=False)
         try:
             cpus_before = ray.available_resources().get("CPU", 0.0)
+            pass_id = uuid.uuid4().hex[:12]
             ctx = ray.data.DataContext.get_current()
             ctx.enable_progress_bars = False
             # Ray Data waits for the pool's actors without limit by default: a cluster that
@@ -311,7 +320,7 @@ class RayEngine:
                 _ShardWorker, batch_size=1,
                 compute=ray.data.ActorPoolStrategy(size=self.workers),
                 num_cpus=self.cpus_per_worker, num_gpus=self.gpus_per_worker or None,
-                fn_constructor_args=(self.embedder, str(folder)),
+                fn_constructor_args=(self.embedder, str(folder), pass_id),
                 max_restarts=self.max_retries, max_task_retries=self.max_retries)
             failure = None
             try:
@@ -326,6 +335,7 @@ class RayEngine:
                 # every CPU, and the next pass in this process waited forever for one. The
                 # executor's thread may still hold it at the first collection: collect until
                 # the pool's CPUs are back (bounded: a shared cluster's others may use them)
+                _kill_pool(folder, pass_id)
                 _release(cpus_before)
                 finished = sum(1 for s in todo
                                if shard_done(folder, s, len(plan.rows[s]), dim) is not None)
@@ -335,6 +345,20 @@ class RayEngine:
         finally:
             if started_here:
                 ray.shutdown()
+
+
+def _kill_pool(folder: Path, pass_id: str) -> None:
+    """Kill the actors of pass ``pass_id`` from the handles they left in ``folder`` (an actor
+    still finishing a task when Ray Data let go of it kept its CPU for minutes on a loaded
+    box), and remove the handle files."""
+    import ray
+
+    for p in sorted(folder.glob(f"actor-{pass_id}-*.pkl")):
+        try:
+            ray.kill(ray.cloudpickle.loads(p.read_bytes()), no_restart=True)
+        except Exception as exc:  # already gone with its restarts, or its node is
+            log.debug("embedding=ray: %s not killed: %s", p.name, exc)
+        p.unlink(missing_ok=True)
 
 
 def _release(cpus_before: float, wait_s: float = 30.0) -> None:
