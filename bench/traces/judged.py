@@ -17,8 +17,8 @@ averaged in. With the packaged 135M model the verdicts are a plumbing check, not
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ import numpy as np
 
 from bench.context.base import Context, ContextPassage
 from bench.data.base import Document
-from bench.judge.base import OK, JudgeItem
+from bench.judge.base import OK, JudgeItem, Verdict
 from bench.judge.llm import LLMJudge
 
 #: the judges that need no gold label (conf/judge/<name>.yaml)
@@ -60,25 +60,51 @@ class JudgedRow:
     detail: str = ""
     #: why it was not scored (``bench.judge.base.failure_mode``: mode and last rejection)
     failure: str = ""
+    #: the side whose verdict on the identical item this row repeats ("" = judged here)
+    shared_with: str = ""
 
 
 def judge_sides(items: Mapping[str, Sequence[JudgeItem]], judges: Sequence[LLMJudge]
                 ) -> list[JudgedRow]:
-    """Every side's items (``query_id`` = the trace id) through every judge."""
+    """Every side's items (``query_id`` = the trace id) through every judge.
+
+    An item identical to one judged before it (the same question, answer and context: a
+    candidate that retrieved and answered as production did, or a question asked twice) is
+    not sent to the judge again: it takes that verdict, its row naming the side it came from
+    (``shared_with``). Identical inputs then get identical verdicts, so a paired delta is not
+    moved by the judge model's batch padding (a greedy verdict can change with its batchmates),
+    and each distinct answer costs one judge call per judge."""
     from bench.judge.base import failure_mode
 
     out = []
+    seen: dict[tuple[int, Hashable], tuple[str, Verdict]] = {}
     for side, its in items.items():
-        for j in judges:
-            for v in j.judge(its):
+        for n, j in enumerate(judges):
+            keys = [(n, _content(i)) for i in its]
+            new: dict[tuple[int, Hashable], JudgeItem] = {}
+            for k, i in zip(keys, its, strict=True):
+                if k not in seen:
+                    new.setdefault(k, i)  # a repeat within the side: its first is judged
+            for k, v in zip(new, j.judge(list(new.values())), strict=True):
+                seen[k] = (side, v)
+            for k, it in zip(keys, its, strict=True):
+                first, v = seen[k]
+                v = replace(v, query_id=it.query_id)
                 for m in j.metrics:
                     val = v.score(m) if v.status == OK else None
                     mode, why = failure_mode(v) if val is None else ("", "")
                     out.append(JudgedRow(v.query_id, side, m,
                                          v.status if v.status != OK or val is not None
                                          else "not_applicable", val, v.detail,
-                                         f"{mode}: {why}" if mode else ""))
+                                         f"{mode}: {why}" if mode else "",
+                                         "" if first == side and new.get(k) is it else first))
     return out
+
+
+def _content(item: JudgeItem) -> Hashable:
+    """An item without its ids: two items equal here are the same judge input."""
+    ctx = None if item.context is None else replace(item.context, query_id="")
+    return replace(item, query_id="", context=ctx)
 
 
 @dataclass(frozen=True)

@@ -575,7 +575,10 @@ def run_loop(s: TrafficSettings, *, dataset: Dataset, serve_overrides: Sequence[
             res.judged = {"judge_model": getattr(gen, "model_path", s.judge_generator),
                           "answers": {k: sum(i.answer is not None for i in v)
                                       for k, v in items.items()},
-                          "pairs": [asdict(p) for p in pairs]}
+                          "pairs": [asdict(p) for p in pairs],
+                          # verdicts repeated from an identical item judged before (one call)
+                          "reused": {k: sum(1 for r in jrows if r.side == k and r.shared_with)
+                                     for k in items}}
             return f"{sum(len(v) for v in items.values())} answers x {len(judges)} judges"
 
         def review() -> str:

@@ -190,7 +190,12 @@ def report_md(res: LoopResult) -> str:
                   "candidate answered the same questions under replay with the same generator "
                   "config. Each answer is judged against its own context (its first "
                   f"{s.get('context_k')} retrieved documents). Delta = candidate - production "
-                  "over the requests both sides scored, bootstrap 95 % CI and sign-flip p.", "",
+                  "over the requests both sides scored, bootstrap 95 % CI and sign-flip p. "
+                  "An answer identical to one judged before (same question, answer and "
+                  "context) is judged once and its verdict repeated"
+                  + (f" (verdicts repeated: "
+                        f"{_counts({k: v for k, v in j['reused'].items() if v})})."
+                     if any(j.get("reused", {}).values()) else "."), "",
                   "| candidate | metric | requests | paired | production | candidate | delta "
                   "[95 % CI] | not scored: production / candidate |",
                   "|---|---|---:|---:|---|---|---|---|"]

@@ -71,6 +71,39 @@ class JudgeModel:
         pass
 
 
+def test_an_item_identical_to_one_judged_before_repeats_its_verdict() -> None:
+    model = JudgeModel()
+    judges = build_judges(model, max_retries=0, max_tokens=64)
+    docs = {"t1": ["cat", "dog"], "t2": ["dog", "fish"], "t3": ["cat", "dog"]}
+    # t3 asks t1's question with t1's answer and documents: one input under two trace ids
+    prod = [JudgeItem(t, "What is X?", a, side_context(t, "What is X?", docs[t], TEXTS, k=2,
+                                                       passage_chars=600))
+            for t, a in (("t1", "X is a cat."), ("t2", "X is a dog."), ("t3", "X is a cat."))]
+    # the candidate answered t1 as production did, t2 otherwise, and did not answer t3
+    cand = [prod[0], JudgeItem("t2", "What is X?", "X is a fish.", prod[1].context),
+            JudgeItem("t3", "What is X?", None, prod[2].context)]
+    rows = judge_sides({PRODUCTION: prod, "cand": cand}, judges)
+    got = {(r.side, r.trace_id, r.metric): r for r in rows}
+    assert len(rows) == 2 * 3 * 3 and len(got) == len(rows)
+    for m in ("faithfulness", "answer_relevancy", "context_relevance"):
+        p1, p3, c1 = got[(PRODUCTION, "t1", m)], got[(PRODUCTION, "t3", m)], got[("cand", "t1", m)]
+        assert (p1.shared_with, p3.shared_with, c1.shared_with) == ("", PRODUCTION, PRODUCTION)
+        assert (p3.status, p3.value) == (c1.status, c1.value) == (p1.status, p1.value)
+        assert got[("cand", "t2", m)].shared_with == got[("cand", "t3", m)].shared_with == ""
+    assert got[(PRODUCTION, "t1", "faithfulness")].value == 1.0
+    assert got[("cand", "t2", "faithfulness")].value == 0.0
+    assert got[("cand", "t3", "faithfulness")].status == "error"
+    # the judge calls are those of the four distinct inputs, each judged once
+    alone = JudgeModel()
+    judge_sides({"distinct": [prod[0], prod[1], cand[1], cand[2]]},
+                build_judges(alone, max_retries=0, max_tokens=64))
+    assert sorted(q.messages[-1].content for q in model.requests) == sorted(
+        q.messages[-1].content for q in alone.requests)
+    rated = [q.messages[-1].content.split("Answer: ", 1)[1].splitlines()[0]
+             for q in model.requests if '"rating"' in (q.json_schema or "")]
+    assert sorted(rated) == ["X is a cat.", "X is a dog.", "X is a fish."]
+
+
 def test_side_context_is_the_first_k_distinct_documents() -> None:
     ctx = side_context("t1", "q", ["dog", "dog", "cat", "fish"], TEXTS, k=2, passage_chars=6)
     assert [p.doc_id for p in ctx.passages] == ["dog", "cat"]

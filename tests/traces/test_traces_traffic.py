@@ -148,6 +148,13 @@ def test_the_loop_end_to_end(tmp_path: Path) -> None:
         for m in ("faithfulness", "answer_relevancy", "context_relevance")]
     judged = [json.loads(ln) for ln in (run / "judged.jsonl").read_text().splitlines()]
     assert len(judged) == 3 * 2 * 3  # sides x answers x metrics, every one with a status
+    # an answer identical to one judged before repeats its verdict (one judge call)
+    assert j["reused"] == {k: sum(1 for r in judged if r["side"] == k and r["shared_with"])
+                           for k in j["answers"]}
+    for r in (r for r in judged if r["shared_with"]):
+        assert any(x["side"] == r["shared_with"] and not x["shared_with"]
+                   and (x["metric"], x["status"], x["value"], x["detail"])
+                   == (r["metric"], r["status"], r["value"], r["detail"]) for x in judged)
     for p in j["pairs"]:  # a pair is counted once: scored on both sides, or not scored
         assert p["requests"] == 2 and 0 <= p["n"] <= 2
         assert p["n"] == sum(1 for r in judged if r["side"] == p["candidate"]
