@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,8 +15,8 @@ import pytest
 from bench.errors import ConfigError
 from bench.generation.base import Generation, GenerationRequest
 from bench.pipeline.run import run
+from tests.cli import bench, bench_in_process
 
-REPO = Path(__file__).resolve().parents[2]
 #: every answer request of the scripted generator: (request id, its messages)
 SEEN: list[tuple[str, tuple[object, ...]]] = []
 _TAG = re.compile(r"\[doc:[^\]]+\]\s*")
@@ -173,7 +171,7 @@ def test_a_member_may_decode_differently(compose_cfg, tmp_path: Path) -> None:  
     assert len({c.answers.input("contexts").key for c in gen}) == 1
 
 
-@pytest.mark.parametrize(("args", "key"), [
+BAD_SWEEPS = [
     (["+generator@generator.members.only.generator=extractive", "judge=pairwise"],
      "generator.members"),
     ([], "generator.members"),  # a sweep without members
@@ -188,12 +186,14 @@ def test_a_member_may_decode_differently(compose_cfg, tmp_path: Path) -> None:  
     (["+generator@generator.members.a.generator=extractive", "generation.memo=true",
       "+generator.members.a.sampling.temperature=0.5"],
      "generator.members.a.sampling.temperature"),
-])
+]
+
+
+@pytest.mark.parametrize(("args", "key"), BAD_SWEEPS)
 def test_bad_sweeps_are_one_line_exit_2(args: list[str], key: str, tmp_path: Path) -> None:
-    res = subprocess.run(
-        [sys.executable, "-m", "bench", "dataset=synthetic", f"cache_dir={tmp_path}/cache",
-         f"hydra.run.dir={tmp_path}/r", "context=budgeted", "generator=sweep", *args],
-        cwd=REPO, capture_output=True, text=True, timeout=600)
+    run = bench if args == BAD_SWEEPS[0][0] else bench_in_process  # tests/cli.py
+    res = run("dataset=synthetic", f"cache_dir={tmp_path}/cache", f"hydra.run.dir={tmp_path}/r",
+              "context=budgeted", "generator=sweep", *args)
     assert res.returncode == 2, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and key in lines[0] and "Traceback" not in res.stderr, res.stderr

@@ -13,19 +13,19 @@ cases marked ``subprocess=True`` run the real ``python -m ...`` command line.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
 import subprocess
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.cli import in_process, run_bench_main
 
 ROOT = Path(__file__).resolve().parents[2]
 BIG = "1" + "0" * 20  # 10**20: beyond int64
@@ -384,7 +384,7 @@ CASES: list[Case] = [
 
 def _entry(name: str) -> Callable[[list[str]], int]:
     if name == "bench":
-        return _run_bench
+        return run_bench_main
     if name == "foldoc_build":
         from bench.data.foldoc.cli import main as foldoc_main
         return foldoc_main
@@ -404,35 +404,9 @@ MODULES = {"bench": "bench", "foldoc_build": "bench.data.foldoc", "evaluate": "b
            "compare": "bench.compare", "sweep": "bench.report.sweep"}
 
 
-def _run_bench(argv: list[str]) -> int:
-    from hydra.core.global_hydra import GlobalHydra
-
-    import bench.app
-
-    GlobalHydra.instance().clear()
-    # bench.app.main sets HYDRA_FULL_ERROR for its own process; a second in-process call
-    # would read it as the user asking for tracebacks
-    os.environ.pop("HYDRA_FULL_ERROR", None)
-    old = sys.argv
-    sys.argv = ["bench", *argv]
-    try:
-        bench.app.main()
-    finally:
-        sys.argv = old
-    return 0
-
-
 def _in_process(entry: str, argv: list[str]) -> tuple[int, str]:
-    err, out = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-        try:
-            code = _entry(entry)(argv)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        except BaseException:  # a crash is what the corpus looks for
-            traceback.print_exc(file=err)
-            code = 1
-    return code, err.getvalue()
+    res = in_process(_entry(entry), argv)
+    return res.returncode, res.stderr
 
 
 def _subprocess(entry: str, argv: list[str], cwd: Path) -> tuple[int, str]:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +13,7 @@ from bench.metrics.engine import Qrels, Run, evaluate
 from bench.pipeline.device import cuda_available
 from bench.pipeline.run import RunResult, run
 from bench.results import schema
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.cli import bench, bench_in_process
 
 
 def overrides(cache: Path, *extra: str) -> list[str]:
@@ -99,14 +96,9 @@ def test_trec_export_scores_the_same(first_run: tuple[RunResult, Path]) -> None:
             assert abs(mine[(qid, metric)] - v) < 1e-9
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600)
-
-
 def test_second_run_is_all_cache_hits(first_run: tuple[RunResult, Path], tmp_path: Path) -> None:
     _, cache = first_run
-    res = _cli(*overrides(cache), f"hydra.run.dir={tmp_path}/r2", cwd=REPO)
+    res = bench(*overrides(cache), f"hydra.run.dir={tmp_path}/r2")
     assert res.returncode == 0, res.stderr[-2000:]
     manifest = json.loads((tmp_path / "r2" / "run.json").read_text())
     assert manifest["cache"]["hits"] and all(manifest["cache"]["hits"].values())
@@ -115,14 +107,14 @@ def test_second_run_is_all_cache_hits(first_run: tuple[RunResult, Path], tmp_pat
 def test_downstream_knob_reuses_upstream(first_run: tuple[RunResult, Path],
                                          tmp_path: Path) -> None:
     _, cache = first_run
-    res = _cli(*overrides(cache, "retriever.k=20"), f"hydra.run.dir={tmp_path}/r3", cwd=REPO)
+    res = bench(*overrides(cache, "retriever.k=20"), f"hydra.run.dir={tmp_path}/r3")
     assert res.returncode == 0, res.stderr[-2000:]
     hits = json.loads((tmp_path / "r3" / "run.json").read_text())["cache"]["hits"]
     assert hits["chunk"] and hits["embed_docs"] and hits["embed_queries"] and hits["index"]
     assert not any(v for k, v in hits.items() if k.startswith("retrieve"))
 
 
-@pytest.mark.parametrize(("args", "key"), [
+BAD_CONFIG = [
     (["embedder.batch_size=0"], "embedder.batch_size"),
     (["seed=abc"], "seed"),
     (["+embedder.bogus=1"], "embedder.bogus"),
@@ -130,10 +122,14 @@ def test_downstream_knob_reuses_upstream(first_run: tuple[RunResult, Path],
     (["device=tpu"], "device"),
     pytest.param(["device=cuda"], "device",
                  marks=pytest.mark.skipif(cuda_available(), reason="this machine has a GPU")),
-])
+]
+
+
+@pytest.mark.parametrize(("args", "key"), BAD_CONFIG)
 def test_bad_config_exits_2_with_one_line(args: list[str], key: str, tmp_path: Path) -> None:
-    res = _cli("dataset=synthetic", f"cache_dir={tmp_path}", f"hydra.run.dir={tmp_path}/r",
-               *args, cwd=REPO)
+    run = bench if args == BAD_CONFIG[0][0] else bench_in_process  # tests/cli.py
+    res = run("dataset=synthetic", f"cache_dir={tmp_path}", f"hydra.run.dir={tmp_path}/r",
+              *args)
     assert res.returncode == 2, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, res.stderr
@@ -195,7 +191,7 @@ def test_failed_gate_exits_3(first_run: tuple[RunResult, Path], tmp_path: Path) 
 
 def test_passing_gates_say_so(first_run: tuple[RunResult, Path], tmp_path: Path) -> None:
     _, cache = first_run
-    res = _cli(*overrides(cache), "+gates=[{metric: ndcg@10, scope: all, min: 0.0}]",
-               f"hydra.run.dir={tmp_path}/g", cwd=REPO)
+    res = bench(*overrides(cache), "+gates=[{metric: ndcg@10, scope: all, min: 0.0}]",
+                f"hydra.run.dir={tmp_path}/g")
     assert res.returncode == 0, res.stderr[-2000:]
     assert "bench: 1 release gate passed" in res.stderr

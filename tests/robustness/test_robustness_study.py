@@ -2,8 +2,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -20,10 +18,9 @@ from bench.robustness.study import (
     RobustnessStudy,
     run_configured,
 )
+from tests.cli import bench, bench_in_process
 from tests.judge.scripted import ScriptedGenerator
 from tests.robustness.fixtures import tiny_dataset
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -123,18 +120,15 @@ def test_bad_options_name_their_key(kwargs: dict, option: str) -> None:
     assert err.value.option == option
 
 
-def _cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bench", "+experiment=robustness",
-                           f"cache_dir={tmp_path}/cache", f"hydra.run.dir={tmp_path}/r", *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
-
-
-@pytest.mark.parametrize(("args", "key"), [
+BAD_INPUT = [
     (["robustness.cases=[incomplete_context,poison_typo]"], "robustness.cases"),
     (["robustness.poison_rate=0"], "robustness.poison_rate"),
     (["robustness.generator.batch_size=0"], "robustness.generator.batch_size"),
     (["dataset=golden"], "robustness.cases"),  # no term questions: no case to build
-])
+]
+
+
+@pytest.mark.parametrize(("args", "key"), BAD_INPUT)
 def test_bad_input_exits_2_with_one_line_before_any_work(args: list[str], key: str,
                                                          tmp_path: Path) -> None:
     if args == ["dataset=golden"]:  # answerable, but no expected answer naming its gold
@@ -146,7 +140,9 @@ def test_bad_input_exits_2_with_one_line_before_any_work(args: list[str], key: s
              "expected_answer": "Entry 1."}) + "\n")
         args = [*args, f"dataset.corpus={tmp_path}/c.jsonl",
                 f"dataset.queries={tmp_path}/q.jsonl"]
-    res = _cli(*args, tmp_path=tmp_path)
+    run = bench if args == BAD_INPUT[0][0] else bench_in_process  # tests/cli.py
+    res = run("+experiment=robustness", f"cache_dir={tmp_path}/cache",
+              f"hydra.run.dir={tmp_path}/r", *args)
     assert res.returncode == 2, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and key in lines[0] and "Traceback" not in res.stderr, res.stderr

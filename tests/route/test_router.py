@@ -4,8 +4,6 @@ per-request chain running only the chosen route, config errors before any work."
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +17,8 @@ from bench.route.embedding import EmbeddingRouter
 from bench.route.labels import route_label
 from bench.route.report import classification
 from bench.route.rules import RulesRouter
+from tests.cli import bench, bench_in_process
 
-REPO = Path(__file__).resolve().parents[2]
 ROUTES = {"none": "none", "one_shot": "one_shot", "iterative": "iterative"}
 
 
@@ -91,21 +89,20 @@ def test_classification_table_by_hand() -> None:
     assert c["confusion"] == [[0, 0, 1], [0, 1, 1], [0, 0, 1]]
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600)
-
-
-@pytest.mark.parametrize(("args", "key"), [
+BAD_INPUT = [
     (["router=rules", "router.routes.one_shot=dense(nope)"], "router.routes.one_shot"),
     (["router=rules"], "router.routes.iterative"),  # iterative route, no iterative stage
     (["iterative=decompose", "iterative.max_calls=0"], "iterative.max_calls"),
     (["iterative=decompose", "router=embedding"], "router"),  # every query evaluated
-])
+]
+
+
+@pytest.mark.parametrize(("args", "key"), BAD_INPUT)
 def test_bad_input_exits_2_with_one_line_before_any_work(args: list[str], key: str,
                                                          tmp_path: Path) -> None:
-    res = _cli("dataset=synthetic", f"cache_dir={tmp_path}/cache", f"hydra.run.dir={tmp_path}/r",
-               *args, cwd=REPO)
+    run = bench if args == BAD_INPUT[0][0] else bench_in_process  # tests/cli.py
+    res = run("dataset=synthetic", f"cache_dir={tmp_path}/cache", f"hydra.run.dir={tmp_path}/r",
+              *args)
     assert res.returncode == 2, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and key in lines[0] and "Traceback" not in res.stderr, res.stderr
