@@ -112,22 +112,24 @@ for _name in ("retrieve_gives_the_runs_ranking_for_every_query",
 
 
 # Seconds each of the costliest modules took in the parallel pass (pytest --durations=0,
-# summed per module, idle 2-core box, 2026-12-03). xdist hands whole modules to the workers
-# in collection order, by default with the modules of most tests first, so a 3-test module
-# of several minutes used to start last and run alone at the end. The scheduler below hands
-# out the costliest module first (longest-processing-time order); unlisted modules follow
-# in xdist's order. A stale figure only reorders the queue: no test is added or dropped.
+# summed per module, idle 2-core box, clean clone of 7314274, 2026-12-07; the traffic loop
+# and pipeline_e2e less that day's cuts: its judge step, its bad-config subprocesses).
+# xdist hands whole modules to the workers in collection order, by default with the modules
+# of most tests first, so a 3-test module of several minutes used to start last and run alone
+# at the end. The scheduler below hands out the costliest module first
+# (longest-processing-time order); unlisted modules follow in xdist's order. A stale figure
+# only reorders the queue: no test is added or dropped.
 COST_S: dict[str, float] = {
-    "tests/pipeline/test_capacity_study.py": 238, "tests/report/test_launchers.py": 148,
-    "tests/hostile/test_hostile_inputs.py": 147, "tests/serve/test_remote_backends.py": 139,
-    "tests/pipeline/test_capacity_http.py": 111, "tests/metrics/test_evaluate_cli.py": 91,
-    "tests/pipeline/test_pipeline_e2e.py": 86, "tests/config/test_configs.py": 53,
-    "tests/data/test_data_foldoc_v2.py": 46, "tests/traces/test_traces_traffic.py": 42,
-    "tests/filters/test_metadata_filter.py": 35, "tests/traces/test_traces_serve.py": 31,
-    "tests/pipeline/test_lanes_e2e.py": 30, "tests/serve/test_serve_generation.py": 30,
-    "tests/embedding/test_onnx_embedder.py": 29, "tests/route/test_router.py": 29,
-    "tests/fusion/test_fusion.py": 27, "tests/test_docs.py": 22,
-    "tests/pipeline/test_generation_plan.py": 21, "tests/generation/test_transformers_cpu.py": 20,
+    "tests/report/test_launchers.py": 145, "tests/traces/test_traces_traffic.py": 135,
+    "tests/pipeline/test_capacity_study.py": 107, "tests/serve/test_remote_backends.py": 103,
+    "tests/hostile/test_hostile_inputs.py": 65, "tests/embedding/test_engine.py": 63,
+    "tests/pipeline/test_generation_plan.py": 62, "tests/pipeline/test_capacity_http.py": 61,
+    "tests/pipeline/test_gates_pipeline.py": 60, "tests/pipeline/test_per_query.py": 56,
+    "tests/pipeline/test_lanes_e2e.py": 52, "tests/traces/test_traces_serve.py": 49,
+    "tests/rerank/test_rerank_stage.py": 46, "tests/pipeline/test_pipeline_e2e.py": 43,
+    "tests/serve/test_serve_generation.py": 43, "tests/pipeline/test_report_from_files.py": 42,
+    "tests/generation/test_transformers_cpu.py": 35, "tests/capacity/test_freshness.py": 35,
+    "tests/index/test_index_memory.py": 35, "tests/config/test_configs.py": 32,
 }
 
 
