@@ -77,18 +77,21 @@ def judge_sides(items: Mapping[str, Sequence[JudgeItem]], judges: Sequence[LLMJu
     from bench.judge.base import failure_mode
 
     out = []
-    seen: dict[tuple[int, Hashable], tuple[str, Verdict]] = {}
+    # per (judge, input): the side and position of the item judged, and its verdict
+    judged: dict[tuple[int, Hashable], tuple[str, int, Verdict]] = {}
     for side, its in items.items():
+        contents = [_content(i) for i in its]
         for n, j in enumerate(judges):
-            keys = [(n, _content(i)) for i in its]
-            new: dict[tuple[int, Hashable], JudgeItem] = {}
-            for k, i in zip(keys, its, strict=True):
-                if k not in seen:
-                    new.setdefault(k, i)  # a repeat within the side: its first is judged
-            for k, v in zip(new, j.judge(list(new.values())), strict=True):
-                seen[k] = (side, v)
-            for k, it in zip(keys, its, strict=True):
-                first, v = seen[k]
+            keys = [(n, c) for c in contents]
+            new: dict[tuple[int, Hashable], int] = {}
+            for pos, k in enumerate(keys):
+                if k not in judged:
+                    new.setdefault(k, pos)  # a repeat within the side: its first is judged
+            verdicts = j.judge([its[pos] for pos in new.values()])
+            for (k, pos), v in zip(new.items(), verdicts, strict=True):
+                judged[k] = (side, pos, v)
+            for pos, (k, it) in enumerate(zip(keys, its, strict=True)):
+                first_side, first_pos, v = judged[k]
                 v = replace(v, query_id=it.query_id)
                 for m in j.metrics:
                     val = v.score(m) if v.status == OK else None
@@ -97,7 +100,8 @@ def judge_sides(items: Mapping[str, Sequence[JudgeItem]], judges: Sequence[LLMJu
                                          v.status if v.status != OK or val is not None
                                          else "not_applicable", val, v.detail,
                                          f"{mode}: {why}" if mode else "",
-                                         "" if first == side and new.get(k) is it else first))
+                                         "" if (first_side, first_pos) == (side, pos)
+                                         else first_side))
     return out
 
 
