@@ -45,7 +45,8 @@ def main() -> None:
 
     be = HttpBackend(start, path="/v1/answer", body=lambda q: {"query": q}, n_queries=n_queries,
                      name=f"synthetic service (2 slots x {a.service_ms:g} ms)", work_dir=a.out)
-    s = StudySettings(slo_ms={"e2el": a.e2el_slo_ms}, level_seconds=3.0, min_requests=60,
+    s = StudySettings(slo_ms={"e2el": a.e2el_slo_ms}, level_seconds=3.0,
+                      level_min_requests=60,
                       knee_start_rps=a.knee_start_rps, knee_max_levels=10,
                       knee_max_seconds=150,
                       ceiling_limit_ms=a.ceiling_limit_ms, ceiling_max_rps=2000, closed_users=4,

@@ -8,13 +8,12 @@ import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 
 from bench.capacity.components import plan_lines
 from bench.capacity.faults import fault_table
 from bench.capacity.metrics import LevelMetrics, table
-from bench.capacity.study import Study
+from bench.capacity.study import Study, study_record
 from bench.results.write import atomic_write_bytes
 
 
@@ -187,7 +186,7 @@ def _name(label: str) -> str:
 def write_study(st: Study, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     js = out_dir / "study.json"
-    atomic_write_bytes(js, json.dumps(asdict(st), default=str, indent=1).encode())
+    atomic_write_bytes(js, json.dumps(study_record(st), default=str, indent=1).encode())
     vdir = out_dir / "vllm"
     vdir.mkdir(exist_ok=True)
     levels: Sequence[LevelMetrics] = [st.unloaded, st.closed, *one_replica_levels(st)]

@@ -16,7 +16,7 @@ Steps (each level a fresh seeded open-loop schedule unless said otherwise):
 5b. ``components``: each separately served component's own knee at its own SLO
    (:mod:`bench.capacity.components`: embedder, vector DB, reranker, LLM), the same search
    with ``component_max_levels`` / ``component_max_seconds``; with the chain's knee they
-   compose the plan for ``plan_rps`` queries/s (workers per component, the ratios, cost).
+   compose the plan for ``target_rps`` queries/s (workers per component, the ratios, cost).
 6. ``scale_out``: linear scale-out predicts ``replicas`` x the knee and, at a fixed rate R
    (the 1-replica knee), the p95 of one replica at R / replicas; both are measured with
    ``replicas`` replicas behind the round-robin client and the prediction errors reported.
@@ -56,6 +56,7 @@ from bench.capacity.knee import Knee, find_knee, quality_knee
 from bench.capacity.metrics import Dist, LevelMetrics, Scorer, summarize
 from bench.capacity.schedule import QueryStream, gamma_arrivals
 from bench.capacity.workers import PooledTarget, send_level
+from bench.config.schema import LoadSettings
 from bench.results.write import atomic_write_bytes
 
 log = logging.getLogger("bench")
@@ -95,52 +96,46 @@ class Backend(Protocol):
     def fault_rig(self) -> AbstractAsyncContextManager[FaultRig] | None: ...
 
 
-@dataclass(frozen=True)
-class StudySettings:
-    """What a study runs with: study.json's ``settings`` and the level store's key
-    (:func:`study_key`), under these names. A run's come from its ``capacity`` config
-    (``bench.capacity.run.in_process.study_settings``); a field the config has too defaults
-    to the config's default (tests/pipeline/test_capacity_settings_unit.py holds them equal),
-    ``ceiling_seconds`` and ``seed`` are the study's own."""
+@dataclass(kw_only=True)
+class StudySettings(LoadSettings):
+    """What a study runs with: the load settings a capacity config shares with it
+    (:class:`~bench.config.schema.LoadSettings`, declared once), the SLOs and faults parsed
+    from the config (``bench.capacity.run.in_process.study_settings``), and the study's own
+    ``ceiling_seconds`` and ``seed``, which have no config key. study.json's ``settings`` and
+    the level store's key are :func:`settings_record` of it."""
 
     slo_ms: dict[str, float]
-    attainment: float = 0.9
-    #: a level lasts ``level_seconds`` of schedule, between min and max requests
-    level_seconds: float = 6.0
-    min_requests: int = 30
-    max_requests: int = 400
-    burstiness: float = 1.0
-    max_concurrency: int | None = None
-    timeout_s: float = 10.0
-    retries: int = 6
-    quality_threshold: float = 0.5
-    knee_start_rps: float = 4.0
-    knee_repeats: int = 2
-    knee_max_repeats: int = 3
-    knee_ci_width: float = 0.25
-    knee_max_levels: int = 12
-    knee_max_seconds: float = 180.0
-    ceiling_limit_ms: float = 1.0
-    ceiling_seconds: float = 2.0
-    ceiling_max_rps: float = 20000.0
-    ceiling_min_requests: int = 200
-    closed_users: int = 4
-    sweep_shares: tuple[float, ...] = (0.5, 1.0, 1.5)
-    replicas: int = 2
-    scale_knee_max_levels: int = 6
     faults: tuple[Fault, ...] = ()
-    fault_share: float = 0.5
-    price_per_hour: float | None = None
-    worker_kind: str = "CPU worker"
-    unloaded_queries: int = 50
-    #: run the unloaded pass after the sweep (a server cache is then not warmed with every
-    #: query before the load levels); the closed loop then sends ``min_requests``
-    unloaded_last: bool = False
-    #: per-component knee searches (step 5b): budgets, and the plan's rate
-    component_max_levels: int = 8
-    component_max_seconds: float = 90.0
-    plan_rps: float = 100.0
+    ceiling_seconds: float = 2.0
     seed: int = 0
+
+
+#: study.json's ``settings`` and the level store's key (:func:`study_key`) name three settings
+#: as the study did before it shared the config's declaration: the config's
+#: ``level_min_requests``, ``level_max_requests`` and ``target_rps``. Kept, so that published
+#: study.json files read the same and levels measured under the old key are reused.
+RECORD_NAMES = {"level_min_requests": "min_requests", "level_max_requests": "max_requests",
+                "target_rps": "plan_rps"}
+#: the order of study.json's ``settings`` (as written before)
+RECORD_ORDER = (
+    "slo_ms", "attainment", "level_seconds", "min_requests", "max_requests", "burstiness",
+    "max_concurrency", "timeout_s", "retries", "quality_threshold", "knee_start_rps",
+    "knee_repeats", "knee_max_repeats", "knee_ci_width", "knee_max_levels", "knee_max_seconds",
+    "ceiling_limit_ms", "ceiling_seconds", "ceiling_max_rps", "ceiling_min_requests",
+    "closed_users", "sweep_shares", "replicas", "scale_knee_max_levels", "faults",
+    "fault_share", "price_per_hour", "worker_kind", "unloaded_queries", "unloaded_last",
+    "component_max_levels", "component_max_seconds", "plan_rps", "seed")
+
+
+def settings_record(s: StudySettings) -> dict[str, Any]:
+    """``s`` as study.json's ``settings``: every field once, under its recorded name."""
+    d = {RECORD_NAMES.get(k, k): v for k, v in asdict(s).items()}
+    return {k: d[k] for k in RECORD_ORDER}
+
+
+def study_record(st: Study) -> dict[str, Any]:
+    """``st`` as study.json (and run.json's ``capacity.study``) hold it."""
+    return {**asdict(st), "settings": settings_record(st.settings)}
 
 
 @dataclass(frozen=True)
@@ -238,7 +233,7 @@ class LevelStore:
 
 
 def study_key(backend: str, s: StudySettings) -> str:
-    return hashlib.sha256(json.dumps([backend, asdict(s)], sort_keys=True, default=str)
+    return hashlib.sha256(json.dumps([backend, settings_record(s)], sort_keys=True, default=str)
                           .encode()).hexdigest()[:16]
 
 
@@ -257,7 +252,8 @@ async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
     notes: list[str] = []
 
     def n_for(rate: float) -> int:
-        return int(min(s.max_requests, max(s.min_requests, round(rate * s.level_seconds))))
+        return int(min(s.level_max_requests,
+                       max(s.level_min_requests, round(rate * s.level_seconds))))
 
     def summary(run: Any, label: str, slo_ms: dict[str, float] | None = None,
                 scored: bool = True) -> LevelMetrics:
@@ -327,7 +323,7 @@ async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
         first = None if s.unloaded_last else await unloaded_pass()
         # 3. closed loop vs open loop at the same mean load
         closed = store.get("closed", s.closed_users)
-        n_closed = s.min_requests if first is None else n_for(
+        n_closed = s.level_min_requests if first is None else n_for(
             s.closed_users / max(first.e2el.mean or 1.0, 1.0) * 1000)
         if closed is None:
             run = await run_closed(one, users=s.closed_users, n=n_closed,
@@ -371,7 +367,7 @@ async def run_study(backend: Backend, s: StudySettings, *, score: Scorer | None,
     plan = None
     if caps:
         caps.append(ComponentCapacity("chain", chain_what, dict(s.slo_ms), knee))
-        plan = compose_plan(caps, target_rps=s.plan_rps, worker_kind=s.worker_kind,
+        plan = compose_plan(caps, target_rps=s.target_rps, worker_kind=s.worker_kind,
                             price_per_hour=s.price_per_hour,
                             correct_share=_correct_share(knee, sweep))
         log.info("capacity: plan: %s", plan.text)
@@ -465,10 +461,10 @@ async def _find_knee_async(measure: Callable[[float, int], Any], s: StudySetting
     def sync_measure(rate: float, repeat: int) -> LevelMetrics:
         return asyncio.run_coroutine_threadsafe(measure(rate, repeat), loop).result()
 
-    # below this rate one level of min_requests would take more than a quarter of the
+    # below this rate one level of level_min_requests would take more than a quarter of the
     # search's time budget: searching lower cannot finish
     seconds = max_seconds or s.knee_max_seconds
-    floor = 4 * s.min_requests / seconds
+    floor = 4 * s.level_min_requests / seconds
     start = min(start_rps or s.knee_start_rps, max_rps)
     return await asyncio.to_thread(
         find_knee, sync_measure, start_rps=start, min_rps=min(floor, start),

@@ -86,37 +86,17 @@ class GenerationConfig:
 
 
 @dataclass
-class CapacityConfig:
-    """``+experiment=capacity``: drive one config's whole chain per request at increasing
-    closed-loop concurrency (bench.capacity.run). ``config``: a config_id of the run,
-    ``best_under_budget`` (the best kept config on the first metric), or null (off)."""
+class LoadSettings:
+    """The load settings a capacity config (``capacity.*``) shares with the capacity study
+    it runs (``bench.capacity.study.StudySettings``), declared once: the config and the
+    study's settings are both this class, so a setting has one name, one type and one
+    default in both."""
 
-    config: str | None = None
-    concurrency: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
-    #: per level: stop after this many requests or seconds, whichever comes first
-    max_requests: int = 200
-    max_seconds: float = 10.0
-    #: stop once this many levels broke the SLO (0: run every level)
-    stop_after_breaking: int = 1
-    #: SLO: ``attainment`` of requests with latency (TTFT when the chain streams, else e2e)
-    #: <= ``slo_budget_ms``
-    slo_budget_ms: float = 100.0
     attainment: float = 0.9
     #: the sizing question: workers for ``target_rps`` queries/s at p95 <= ``p95_budget_ms``
     target_rps: float = 100.0
-    p95_budget_ms: float = 100.0
     #: what one measured replica is ("CPU worker" here; "GPU" on a GPU box)
     worker_kind: str = "CPU worker"
-    #: ``closed``: the closed-loop concurrency levels above; ``open``: the capacity study
-    #: (bench.capacity.study: ceiling, open-loop knee search, sweep, scale-out, faults)
-    load: str = "closed"
-    #: open load drives ``in_process`` (the chain in a worker pool) or ``serve`` (bench.serve
-    #: processes of the config, over HTTP)
-    target: str = "in_process"
-    #: goodput SLOs in ms (vLLM's --goodput ttft: tpot: e2el:); null: not part of goodput
-    slo_ttft_ms: float | None = None
-    slo_tpot_ms: float | None = None
-    slo_e2el_ms: float | None = 100.0
     level_seconds: float = 6.0
     level_min_requests: int = 30
     level_max_requests: int = 400
@@ -145,15 +125,51 @@ class CapacityConfig:
     #: replicas of the scale-out check (<= 1: skip it)
     replicas: int = 2
     scale_knee_max_levels: int = 6
-    #: during a level at ``fault_share`` x the knee: restart, status_429, status_503, slow,
-    #: close (target=serve only)
-    faults: list[str] = field(default_factory=list)
     fault_share: float = 0.5
     #: price of one replica per hour: cost per 1M queries / correct answers (null: none)
     price_per_hour: float | None = None
+    quality_threshold: float = 0.5
+    component_max_levels: int = 8
+    component_max_seconds: float = 90.0
+    #: queries of the unloaded pass (the per-query baseline quality under load is paired
+    #: against); ``unloaded_last``: run it after the load levels, so that a server cache is
+    #: not warmed with every query before the levels are measured (target=http does)
+    unloaded_queries: int = 50
+    unloaded_last: bool = False
+
+
+@dataclass
+class CapacityConfig(LoadSettings):
+    """``+experiment=capacity``: drive one config's whole chain per request at increasing
+    closed-loop concurrency (bench.capacity.run). ``config``: a config_id of the run,
+    ``best_under_budget`` (the best kept config on the first metric), or null (off)."""
+
+    config: str | None = None
+    concurrency: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    #: per level: stop after this many requests or seconds, whichever comes first
+    max_requests: int = 200
+    max_seconds: float = 10.0
+    #: stop once this many levels broke the SLO (0: run every level)
+    stop_after_breaking: int = 1
+    #: SLO: ``attainment`` of requests with latency (TTFT when the chain streams, else e2e)
+    #: <= ``slo_budget_ms``
+    slo_budget_ms: float = 100.0
+    p95_budget_ms: float = 100.0
+    #: ``closed``: the closed-loop concurrency levels above; ``open``: the capacity study
+    #: (bench.capacity.study: ceiling, open-loop knee search, sweep, scale-out, faults)
+    load: str = "closed"
+    #: open load drives ``in_process`` (the chain in a worker pool) or ``serve`` (bench.serve
+    #: processes of the config, over HTTP)
+    target: str = "in_process"
+    #: goodput SLOs in ms (vLLM's --goodput ttft: tpot: e2el:); null: not part of goodput
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    slo_e2el_ms: float | None = 100.0
+    #: during a level at ``fault_share`` x the knee: restart, status_429, status_503, slow,
+    #: close (target=serve only)
+    faults: list[str] = field(default_factory=list)
     #: what makes an answer correct (quality-goodput): hit@<k>, token_f1, exact_match
     quality_metric: str = "hit@10"
-    quality_threshold: float = 0.5
     #: worker threads per in-process replica
     workers: int = 1
     #: reuse the levels an earlier run of the same plan measured (cache_dir/capacity-levels)
@@ -164,8 +180,6 @@ class CapacityConfig:
     components: list[str] = field(default_factory=list)
     #: a component's E2EL SLO in ms (by name); a component not named gets the chain's SLOs
     component_slo_ms: dict[str, float] = field(default_factory=dict)
-    component_max_levels: int = 8
-    component_max_seconds: float = 90.0
     #: passages a reranker / LLM component request carries (the chain's top ones)
     component_passages: int = 10
     #: ``target: http``: the services to load (docs/experiments/capacity_http.md): each a
@@ -175,11 +189,6 @@ class CapacityConfig:
     endpoints: list[dict[str, Any]] = field(default_factory=list)
     #: a service bench does not own is never faulted unless this is true (target=http)
     allow_faults: bool = False
-    #: queries of the unloaded pass (the per-query baseline quality under load is paired
-    #: against); ``unloaded_last``: run it after the load levels, so that a server cache is
-    #: not warmed with every query before the levels are measured (target=http does)
-    unloaded_queries: int = 50
-    unloaded_last: bool = False
     #: load-generator processes on one schedule (target=http; 1: one event loop): the
     #: ceiling and every open-loop level go out from that many processes
     generator_processes: int = 1

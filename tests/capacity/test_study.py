@@ -17,11 +17,12 @@ from bench.capacity.servers import synthetic
 from bench.capacity.study import LevelStore, StudySettings, run_study, study_key
 
 SETTINGS = StudySettings(
-    slo_ms={"e2el": 400.0}, level_seconds=1.5, min_requests=20, max_requests=80,
+    slo_ms={"e2el": 400.0}, level_seconds=1.5, level_min_requests=20,
+    level_max_requests=80,
     knee_start_rps=10.0, knee_repeats=1, knee_max_repeats=2, knee_max_levels=5,
     knee_max_seconds=30, ceiling_limit_ms=1e4, ceiling_seconds=0.5, ceiling_max_rps=100,
     ceiling_min_requests=20,
-    closed_users=2, sweep_shares=(0.5, 1.0), replicas=2, scale_knee_max_levels=2,
+    closed_users=2, sweep_shares=[0.5, 1.0], replicas=2, scale_knee_max_levels=2,
     faults=(Fault("restart", at_s=0.3),),
     price_per_hour=2.0, unloaded_queries=6)
 

@@ -5,14 +5,21 @@ has the config's default and is copied from it (no study run)."""
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+import json
+from dataclasses import asdict, fields, replace
 from typing import Any
 
 import pytest
 
-from bench.capacity.run.in_process import DERIVED, RENAMED, STUDY_ONLY, slo_of, study_settings
-from bench.capacity.study import StudySettings, study_key
-from bench.config.schema import CapacityConfig
+from bench.capacity.run.in_process import slo_of, study_settings
+from bench.capacity.study import (
+    RECORD_NAMES,
+    RECORD_ORDER,
+    StudySettings,
+    settings_record,
+    study_key,
+)
+from bench.config.schema import CapacityConfig, LoadSettings
 from bench.errors import ConfigError
 
 OK = CapacityConfig(slo_e2el_ms=500.0)
@@ -66,43 +73,50 @@ def test_a_valid_config_maps_field_by_field() -> None:
                   sweep_shares=[0.5, 1.0], price_per_hour=2.5, target_rps=40.0)
     st = study_settings(cap)
     assert (st.level_seconds, st.knee_start_rps, st.ceiling_min_requests, st.sweep_shares,
-            st.price_per_hour, st.plan_rps, st.slo_ms) == (
-        3.0, 7.0, 50, (0.5, 1.0), 2.5, 40.0, {"e2el": 500.0})
+            st.price_per_hour, st.target_rps, st.slo_ms) == (
+        3.0, 7.0, 50, [0.5, 1.0], 2.5, 40.0, {"e2el": 500.0})
 
 
 
-def _shared() -> dict[str, str]:
-    """StudySettings field -> the CapacityConfig field it is copied from."""
-    config = {f.name for f in fields(CapacityConfig)}
-    out = {}
-    for f in fields(StudySettings):
-        if f.name in DERIVED + STUDY_ONLY:
-            continue
-        name = RENAMED.get(f.name, f.name)
-        assert name in config, f"StudySettings.{f.name} has no CapacityConfig field"
-        out[f.name] = name
-    return out
+def test_the_config_and_the_study_share_one_declaration() -> None:
+    # every load setting is a field of both, declared once (LoadSettings): same name, type
+    # and default; the study adds only what the config has no key for or parses
+    load = {f.name: (f.type, f.default, f.default_factory) for f in fields(LoadSettings)}
+    for cls in (CapacityConfig, StudySettings):
+        mine = {f.name: (f.type, f.default, f.default_factory) for f in fields(cls)}
+        assert {k: mine[k] for k in load} == load, cls
+    study_only = {f.name for f in fields(StudySettings)} - set(load)
+    assert study_only == {"slo_ms", "faults", "ceiling_seconds", "seed"}
+    assert study_settings(CapacityConfig()) == StudySettings(slo_ms={"e2el": 100.0})
 
 
-def test_shared_settings_default_to_the_configs_defaults() -> None:
-    study, config = StudySettings(slo_ms={"e2el": 100.0}), CapacityConfig()
-    for mine, theirs in _shared().items():
-        want = getattr(config, theirs)
-        assert getattr(study, mine) == (tuple(want) if isinstance(want, list) else want), mine
-
-
-def test_every_shared_setting_is_copied_from_its_config_field() -> None:
+def test_every_load_setting_is_copied_from_the_config() -> None:
     changed: dict[str, Any] = {}
-    for theirs in _shared().values():
-        v = getattr(OK, theirs)
-        changed[theirs] = ({"max_concurrency": 3, "price_per_hour": 1.5}[theirs] if v is None
+    for f in fields(LoadSettings):
+        v = getattr(OK, f.name)
+        changed[f.name] = ({"max_concurrency": 3, "price_per_hour": 1.5}[f.name] if v is None
                            else not v if isinstance(v, bool) else v + 1 if isinstance(v, int)
                            else v / 2 if isinstance(v, float) else f"{v}!"
                            if isinstance(v, str) else [x / 2 for x in v])
     st = study_settings(replace(OK, **changed))
-    for mine, theirs in _shared().items():
-        want = changed[theirs]
-        assert getattr(st, mine) == (tuple(want) if isinstance(want, list) else want), mine
+    for name, want in changed.items():
+        assert getattr(st, name) == want, name
+
+
+def test_a_yaml_int_for_a_float_setting_is_recorded_as_a_float() -> None:
+    # OmegaConf casts on a typed node; a plain CapacityConfig(**dict) does not: the study's
+    # record (and so its key) must not tell the two apart
+    st = study_settings(replace(OK, target_rps=40, sweep_shares=[1, 2], knee_start_rps=3))
+    rec = json.dumps(settings_record(st))
+    assert '"plan_rps": 40.0' in rec and '"sweep_shares": [1.0, 2.0]' in rec
+    assert '"knee_start_rps": 3.0' in rec
+
+
+def test_the_record_keeps_its_published_names_and_order() -> None:
+    rec = settings_record(study_settings(OK))
+    assert tuple(rec) == RECORD_ORDER
+    plain = asdict(study_settings(OK))
+    assert {RECORD_NAMES.get(k, k): v for k, v in plain.items()} == rec  # each field once
 
 
 def test_the_level_store_key_of_the_default_config_is_pinned() -> None:

@@ -35,7 +35,7 @@ from bench.capacity.metrics import check_slo
 from bench.capacity.quality import answer_scorer
 from bench.capacity.report import lines, write_study
 from bench.capacity.study import LevelStore, Study, StudySettings, run_study, study_key
-from bench.config.schema import CapacityConfig
+from bench.config.schema import CapacityConfig, LoadSettings
 from bench.errors import ConfigError
 from bench.generation.base import Generation
 from bench.pipeline.outcome import Executed
@@ -147,21 +147,12 @@ def study_settings(cap: CapacityConfig) -> StudySettings:
                          **copied_settings(cap))
 
 
-#: StudySettings fields the capacity config names otherwise; every other field is copied
-#: from the config field of its own name, but those computed from config fields
-#: (:data:`DERIVED`) and the study's own, which have no config key (:data:`STUDY_ONLY`)
-RENAMED = {"min_requests": "level_min_requests", "max_requests": "level_max_requests",
-           "plan_rps": "target_rps"}
-DERIVED = ("slo_ms", "faults")
-STUDY_ONLY = ("ceiling_seconds", "seed")
-
-
 def copied_settings(cap: CapacityConfig) -> dict[str, Any]:
-    """The StudySettings fields copied from ``cap``, as the field's type (a YAML ``10`` for a
-    float setting is ``10.0``: study.json and the level store's key see the same value)."""
-    hints = get_type_hints(StudySettings)
-    return {f.name: _as(hints[f.name], getattr(cap, RENAMED.get(f.name, f.name)))
-            for f in fields(StudySettings) if f.name not in DERIVED + STUDY_ONLY}
+    """The load settings of ``cap`` (every :class:`LoadSettings` field), each as the field's
+    type (a YAML ``10`` for a float setting is ``10.0``: study.json and the level store's key
+    see the same value)."""
+    hints = get_type_hints(LoadSettings)
+    return {f.name: _as(hints[f.name], getattr(cap, f.name)) for f in fields(LoadSettings)}
 
 
 def _as(hint: Any, value: Any) -> Any:
@@ -169,8 +160,8 @@ def _as(hint: Any, value: Any) -> Any:
         return None
     if get_origin(hint) in (Union, UnionType):  # ``X | None``: X
         hint = next(a for a in get_args(hint) if a is not type(None))
-    if get_origin(hint) is tuple:
-        return tuple(get_args(hint)[0](x) for x in value)
+    if get_origin(hint) in (tuple, list):  # each item as the item type
+        return get_origin(hint)(get_args(hint)[0](x) for x in value)
     return hint(value)
 
 
