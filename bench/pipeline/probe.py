@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from bench.telemetry.base import Telemetry, peak_vram, stage_records
 
 if TYPE_CHECKING:
     from bench.pipeline.components import Components
+    from bench.pipeline.latency import Request
 
 log = logging.getLogger("bench")
 
@@ -212,6 +213,53 @@ def work_saved(the_plan: Plan, executor: Executor, probe: ProbeOutcome,
                f"nodes: {LATENCY_QUERIES}); search counted once per query (the full run also "
                "times single queries after the batch pass, so this underestimates)",
     }
+
+
+def full_run_figure(check: BudgetCheck, requests: Sequence[Request],
+                    price_per_hour: float | None) -> float | None:
+    """What the latency pass measured (its timed, not warm-up, requests of one config) for
+    the figure ``check`` bounded on the probe sample; None when the pass does not measure it
+    (peak VRAM) or timed no request of the config (a generated config: its whole request is
+    the generation stage's)."""
+    timed = [r for r in requests if not r.warmup]
+    if check.stage is not None:
+        ms = [v for r in timed for s, v in r.stage_ms if s == check.stage]
+        return float(np.percentile(ms, 95)) if ms else None
+    e2e = [r.e2e_ms for r in timed]
+    if not e2e:
+        return None
+    if check.name == "e2e_p95_ms":
+        return float(np.percentile(e2e, 95))
+    if check.name == "cost_per_query" and price_per_hour is not None:
+        return float(np.mean(e2e)) * price_per_hour / 3_600_000.0
+    return None
+
+
+def chain_validation_rows(probe: ProbeOutcome, requests: Sequence[Request]
+                          ) -> list[dict[str, Any]]:
+    """``budget.validate``: every ceiling the chain probe checked, config by config, against
+    the full run's latency pass — the rows of ``budget_probes.json``'s ``validation`` with
+    kind ``chain``. The probe's bound is one-sided (the bootstrap lower bound that pruning
+    compares with the ceiling), so ``upper`` is None and ``within_bounds`` is whether that
+    lower bound held; a config pruned although the full run measured it within the ceiling is
+    a ``wrong_prune``."""
+    by_config: dict[str, list[Request]] = {}
+    for r in requests:
+        by_config.setdefault(r.config_id, []).append(r)
+    price = getattr(probe.budget, "price_per_hour", None)
+    rows: list[dict[str, Any]] = []
+    for p in probe.configs.values():
+        for c in p.checks:
+            m = full_run_figure(c, by_config.get(p.config_id, ()), price)
+            held = None if m is None else bool(c.bound <= m)
+            rows.append({
+                "kind": "chain", "label": f"{p.config_id} {p.label}", "name": c.name,
+                "predicted": c.measured, "lower": c.bound, "upper": None, "measured": m,
+                "rel_error": None if m is None or m == 0 else (c.measured - m) / m,
+                "within_bounds": held, "lower_bound_held": held,
+                "ceiling": c.name, "limit": c.limit, "pruned": c.over,
+                "wrong_prune": bool(c.over and m is not None and m <= c.limit)})
+    return rows
 
 
 def probe_json(probe: ProbeOutcome) -> list[dict[str, Any]]:

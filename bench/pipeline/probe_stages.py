@@ -645,9 +645,11 @@ def validation_rows(outcome: StageProbeOutcome, the_plan: Plan, executor: Execut
     return rows
 
 
-def report(outcome: StageProbeOutcome, the_plan: Plan, executor: Executor, run_dir: Path
-           ) -> dict[str, Any] | None:
-    """Write ``budget_probes.json`` (None without stage probes)."""
+def report(outcome: StageProbeOutcome, the_plan: Plan, executor: Executor, run_dir: Path,
+           chain: Sequence[dict[str, Any]] = ()) -> dict[str, Any] | None:
+    """Write ``budget_probes.json`` (None without stage probes). ``chain``: with
+    ``validate``, the chain probe's ceilings against the latency pass
+    (``bench.pipeline.probe.chain_validation_rows``), validated alongside the stage probes."""
     if not outcome.probes:
         return None
     probes = []
@@ -683,13 +685,14 @@ def report(outcome: StageProbeOutcome, the_plan: Plan, executor: Executor, run_d
         "validate": outcome.validate,
     }
     if outcome.validate:
-        rows = validation_rows(outcome, the_plan, executor)
+        rows = validation_rows(outcome, the_plan, executor) + list(chain)
         doc["validation"] = rows
         doc["wrong_prunes"] = sum(1 for r in rows if r["wrong_prune"])
         doc["bounds_missed"] = sum(1 for r in rows if r["within_bounds"] is False)
         for r in rows:
-            log.info("budget validate %-11s %-24s predicted %.4g [%.4g, %.4g] measured %s%s",
-                     r["kind"], r["name"], r["predicted"], r["lower"], r["upper"],
+            log.info("budget validate %-11s %-24s predicted %.4g [%.4g, %s] measured %s%s",
+                     r["kind"], r["name"], r["predicted"], r["lower"],
+                     "-" if r["upper"] is None else f"{r['upper']:.4g}",
                      "n/a" if r["measured"] is None else f"{r['measured']:.4g}",
                      "  WRONG PRUNE" if r["wrong_prune"] else "")
     (run_dir / PROBES_FILE).write_text(json.dumps(doc, indent=2, default=str))

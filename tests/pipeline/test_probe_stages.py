@@ -9,6 +9,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -149,6 +150,51 @@ def test_validate_runs_pruned_configs_and_reports_errors(compose_cfg, tmp_path: 
     assert rows[("index", "index_bytes")]["measured"] > 0
     assert doc["wrong_prunes"] == 0
     assert any(not c.startswith("budget-probe-") for c in CALLS)  # the pruned config ran
+
+
+def test_validate_checks_the_chain_ceilings_against_the_latency_pass(compose_cfg,  # type: ignore[no-untyped-def]
+                                                                    tmp_path: Path) -> None:
+    # an end-to-end ceiling no search meets prunes the config on the chain probe; validation
+    # runs it anyway and sets the probe's figure beside the latency pass's
+    res = run(compose_cfg([*BASE, f"cache_dir={tmp_path / 'cache'}", "budget=stages",
+                           "budget.max_e2e_p95_ms=0.001", "+budget.max_stage_p95_ms.retrieve=1e6",
+                           "budget.validate=true"]), tmp_path / "a")
+    doc = _probes(res.run_dir)
+    assert set(_status(res.run_dir).values()) == {"ok"}  # pruned, yet run in full
+    chain = {r["name"]: r for r in doc["validation"] if r["kind"] == "chain"}
+    e2e, search = chain["e2e_p95_ms"], chain["stage_p95_ms[retrieve]"]
+    latency = pq.read_table(res.run_dir / "latency.parquet").to_pylist()
+    timed = [r["e2e_ms"] for r in latency if not r["warmup"]]
+    assert e2e["pruned"] and not e2e["wrong_prune"] and e2e["upper"] is None
+    assert e2e["measured"] == pytest.approx(float(np.percentile(timed, 95)))
+    assert e2e["lower_bound_held"] is (e2e["lower"] <= e2e["measured"])
+    assert not search["pruned"] and search["measured"] is not None and search["measured"] > 0
+    assert doc["wrong_prunes"] == 0
+
+
+def test_a_chain_prune_the_full_run_contradicts_is_a_wrong_prune() -> None:
+    from bench.budget.chain import BudgetCheck
+    from bench.pipeline.latency import Request
+    from bench.pipeline.probe import ConfigProbe, ProbeOutcome, chain_validation_rows
+
+    # the probe's lower bound (12) broke the 10 ms ceiling; the latency pass's p95 is 9 ms
+    e2e = BudgetCheck("e2e_p95_ms", 10.0, 14.0, 12.0, True)
+    stage = BudgetCheck("stage_p95_ms[rerank]", 50.0, 6.0, 5.0, False, "rerank")
+    vram = BudgetCheck("peak_vram_bytes", 1e9, 2e9, 2e9, True)
+    probe = ProbeOutcome({"leaf": "x"}, {"c1": ConfigProbe(
+        "c1", "dense>ce@10", {}, (), None, None, (e2e, stage, vram), "x", e2e)})
+    reqs = [Request("c1", "warm", 0, 0, True, 500.0, (("search", 1.0), ("rerank", 499.0)))]
+    reqs += [Request("c1", f"q{i}", i + 1, 0, False, 9.0, (("search", 1.0), ("rerank", 8.0)))
+             for i in range(20)]
+    rows = {r["name"]: r for r in chain_validation_rows(probe, reqs)}
+    assert rows["e2e_p95_ms"]["measured"] == pytest.approx(9.0)  # the warm-up left out
+    assert rows["e2e_p95_ms"]["wrong_prune"] and rows["e2e_p95_ms"]["lower_bound_held"] is False
+    assert rows["stage_p95_ms[rerank]"]["measured"] == pytest.approx(8.0)
+    assert not rows["stage_p95_ms[rerank]"]["wrong_prune"]
+    # the latency pass reads no VRAM: not measured, never called wrong
+    assert rows["peak_vram_bytes"]["measured"] is None
+    assert not rows["peak_vram_bytes"]["wrong_prune"]
+    assert rows["peak_vram_bytes"]["within_bounds"] is None
 
 
 def test_wrong_prune_is_counted() -> None:
