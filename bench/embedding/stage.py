@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from bench.cache.space import require_free
 from bench.chunking.base import ChunkTable
 from bench.data.base import Dataset
 from bench.embedding.base import (
@@ -102,6 +103,9 @@ class EmbedOp(OpTraits):
 
     def write(self, inputs: EmbedInputs, directory: Path, timing: TimingLog) -> None:
         texts = self.texts(inputs.source)
+        # a memmap write to a full disk is a SIGBUS, not an exception: ask first
+        require_free(directory, len(texts) * self.embedder.dim * 4,
+                     f"{self.stage} ({len(texts):,} x {self.embedder.dim} float32 vectors)")
         out = np.lib.format.open_memmap(directory / "vectors.npy", mode="w+", dtype=np.float32,
                                         shape=(len(texts), self.embedder.dim))
         if inputs.shared is not None:  # encoded by the shared pass (its timing is there)

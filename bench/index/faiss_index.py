@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.cache.space import require_free
 from bench.config.build import OptionError
 from bench.errors import DeviceError, MissingDependencyError
 from bench.index.base import BuildInfo, SearchResult
@@ -436,6 +437,9 @@ class FaissIndex:
         log.info("index: memory %s", mem.describe())
         self.check_memory(mem)
         if directory is not None:
+            # the serialized index is about its resident bytes (the on-disk lists besides)
+            require_free(directory, mem.resident_bytes + mem.disk_lists,
+                         f"the index ({factory} on {n:,} x {dim})")
             (directory / MEMORY_FILE).write_text(json.dumps(mem.as_dict(), indent=1))
         x = np.ascontiguousarray(vectors, dtype=np.float32)
         if not index.is_trained:
