@@ -65,11 +65,13 @@ from bench.errors import ConfigError
 from bench.pipeline.executor import Executor
 from bench.pipeline.lanes import ConfigKind, ConfigSpec
 from bench.pipeline.node import Node
+from bench.pipeline.probe import ProbeOutcome, chain_validation_rows
 from bench.rerank.base import IndexedReranker
 
 if TYPE_CHECKING:
     from bench.chunking.base import ChunkTable
     from bench.pipeline.components import Components
+    from bench.pipeline.latency import Request
     from bench.pipeline.plan import Plan
 
 log = logging.getLogger("bench")
@@ -645,12 +647,13 @@ def validation_rows(outcome: StageProbeOutcome, the_plan: Plan, executor: Execut
     return rows
 
 
-def report(outcome: StageProbeOutcome, the_plan: Plan, executor: Executor, run_dir: Path,
-           chain: Sequence[dict[str, Any]] = ()) -> dict[str, Any] | None:
-    """Write ``budget_probes.json`` (None without stage probes). ``chain``: with
-    ``validate``, the chain probe's ceilings against the latency pass
-    (``bench.pipeline.probe.chain_validation_rows``), validated alongside the stage probes."""
-    if not outcome.probes:
+def report(probe: ProbeOutcome, the_plan: Plan, executor: Executor, run_dir: Path,
+           requests: Sequence[Request] = ()) -> dict[str, Any] | None:
+    """Write ``budget_probes.json`` (None without stage probes). With ``validate``, the chain
+    probe's ceilings are validated too, against the latency pass's ``requests``
+    (``bench.pipeline.probe.chain_validation_rows``), so the run writes it after that pass."""
+    outcome: StageProbeOutcome | None = probe.stages
+    if outcome is None or not outcome.probes:
         return None
     probes = []
     saved_s = 0.0
@@ -685,7 +688,8 @@ def report(outcome: StageProbeOutcome, the_plan: Plan, executor: Executor, run_d
         "validate": outcome.validate,
     }
     if outcome.validate:
-        rows = validation_rows(outcome, the_plan, executor) + list(chain)
+        rows = (validation_rows(outcome, the_plan, executor)
+                + chain_validation_rows(probe, requests))
         doc["validation"] = rows
         doc["wrong_prunes"] = sum(1 for r in rows if r["wrong_prune"])
         doc["bounds_missed"] = sum(1 for r in rows if r["within_bounds"] is False)

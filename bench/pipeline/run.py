@@ -64,7 +64,7 @@ from bench.pipeline.executor import Executor
 from bench.pipeline.latency import LatencyRun
 from bench.pipeline.outcome import ConfigRun, Executed, RunResult
 from bench.pipeline.plan import ConfigKind, ConfigSpec, Plan, plan
-from bench.pipeline.probe import ProbeOutcome, chain_validation_rows, probe_configs
+from bench.pipeline.probe import ProbeOutcome, probe_configs
 from bench.pipeline.probe_stages import check_stage_budget, probe_stages
 from bench.pipeline.probe_stages import report as probe_report
 from bench.pipeline.record import write_plan, write_results
@@ -119,11 +119,7 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
     decisions = filter_decisions(done)
     registered = preregistered_decisions(done)
     latency = measure_latency(done)
-    # budget_probes.json; with budget.validate the chain probe's ceilings are checked against
-    # the latency pass, so it is written after it
-    chain = (chain_validation_rows(probe, latency.requests)
-             if probe.stages is not None and probe.stages.validate else [])
-    probe_report(probe.stages, p.plan, p.executor, run_dir, chain)
+    probe_report(probe, p.plan, p.executor, run_dir, latency.requests)  # budget_probes.json
     from bench.rewrite.decide import rewrite_report
 
     rewrite = rewrite_report(done, latency)  # adopt / reject per rewriter and slice
