@@ -42,3 +42,4 @@ INGESTION_BENCHMARK = DocsPage("docs/ingestion-benchmark.md", "The ingestion ben
 INGESTION = DocsPage("docs/ingestion.md", "Ingestion: raw documents and parsers")
 JUDGES = DocsPage("docs/judges-calibration.md",
                   "Judges you can trust: rubrics, calibration, verifiers")
+PERFORMANCE = DocsPage("docs/performance.md", "Performance")

@@ -21,7 +21,9 @@ Per stage: wall seconds and peak VmRSS / RssAnon from a sampler thread reading
 the kernel; RssAnon = heap, the part that must fit in RAM). The parent fits the scaling
 exponent of each stage (slope of log seconds vs log chunks, least squares over all sizes and
 between neighbours) and names the stage that dominates at the largest size. Output: scale.json
-and scale.md under ``--out``.
+and scale.md under ``--out``; scale.md ends with the scale planner's check (``bench.scaling``:
+each size predicted from the sizes 10x smaller, against what was measured), and the folder is
+the planner's profile (``python -m bench.scaling plan DIR --chunks N``, ``scale_plan.profile``).
 
 Not a test: ``HF_HUB_OFFLINE=1 python scripts/bench_scale.py --out runs/scale
 [--sizes 10000 100000 1000000] [--embedder onnx_paraphrase_l3] [--ann ivf_flat|none]``.
@@ -195,8 +197,10 @@ def run_size(args: argparse.Namespace) -> dict[str, Any]:
     chunk_dir.mkdir(exist_ok=True)
     chunk_doc_parts: list[np.ndarray] = []
     chunk_rows: list[int] = []
+    n_chars = 0  # the corpus' characters: the planner sizes another corpus's chunks by them
     with rec.stage("chunk", info.n_docs):
         for shard, (start, docs) in enumerate(iter_shards(corpus)):
+            n_chars += sum(len(d.text) for d in docs)
             table = chunker.chunk(docs, tokenizer=embedder.tokenizer)
             table = ChunkTable(table.doc_idx + np.int32(start), table.start_char,
                                table.end_char, table.n_tokens, table.section, table.text)
@@ -268,6 +272,14 @@ def run_size(args: argparse.Namespace) -> dict[str, Any]:
             scores[lane] = evaluate(qrels, run, list(METRICS)).aggregate()
     sampler.stop()
     status = read_status()
+    # what each stage leaves on disk (the planner's disk figure): the chunk shards, the
+    # vectors, and the index as the normal pipeline serialises it (its memory math's resident
+    # bytes plus on-disk lists: within 1 % of the file, tests/index/test_index_memory.py)
+    disk = {"chunks": sum(f.stat().st_size for f in chunk_dir.iterdir()),
+            "vectors": int(vec_path.stat().st_size), "index": 0}
+    if built is not None:
+        mem = index.memory(n_chunks, embedder.dim)
+        disk["index"] = mem.resident_bytes + mem.disk_lists
     return {
         "size": args.size, "n_docs": info.n_docs, "n_chunks": n_chunks,
         "n_queries": len(queries), "n_tokens": n_tokens, "embedder": args.embedder,
@@ -276,6 +288,7 @@ def run_size(args: argparse.Namespace) -> dict[str, Any]:
         "k": retriever.k, "chunk_depth": depth, "shard_size": args.shard_size,
         "stages": [asdict(s) for s in rec.stages],
         "peak_rss_bytes": status["VmHWM"], "vectors_bytes": int(vec_path.stat().st_size),
+        "disk_bytes": disk, "dim": embedder.dim, "n_chars": n_chars,
         "metrics": scores, "ann_recall@10": ann_recall,
         "loadavg": list(os.getloadavg()), "cpus": os.cpu_count(),
     }
@@ -389,6 +402,20 @@ def markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def planner_check(path: Path) -> str:
+    """The scale planner's error on these sizes (``python -m bench.scaling validate``): each
+    size predicted from the sizes 10x smaller, as a markdown section ("" with too few)."""
+    from bench.scaling.planner import validate
+    from bench.scaling.profile import read_profile
+    from bench.scaling.report import validation_markdown
+
+    profile = read_profile(path)
+    checks = validate(profile, ratio=10.0)
+    if not checks:
+        return ""
+    return "\n" + validation_markdown(profile, checks, ratio=10.0, method="work")
+
+
 # ---------------------------------------------------------------- CLI
 
 def _child_cmd(args: argparse.Namespace, size: int, work: Path, result: Path) -> list[str]:
@@ -477,7 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(work)
         summary = summarize(results)  # rewritten after every size: partial curves survive
         (out / "scale.json").write_text(json.dumps(summary, indent=2))
-        (out / "scale.md").write_text(markdown(summary))
+        (out / "scale.md").write_text(markdown(summary) + planner_check(out / "scale.json"))
     print((out / "scale.md").read_text())
     return 0
 

@@ -41,6 +41,7 @@ CLIS = {
     "bench.ingest.pii_figures": docs.INGESTION_BENCHMARK,
     "bench.parsing.sweep": docs.INGESTION,
     "bench.data.squad2_calibration": docs.JUDGES,
+    "bench.scaling": docs.PERFORMANCE,
 }
 
 
