@@ -312,6 +312,20 @@ class RegressionConfig:
 
 
 @dataclass
+class ScalePlanConfig:
+    """The scale planner in the plan preview (``plan_only=true``; bench.scaling): the wall
+    time, peak memory and disk of the configured corpus, predicted from a profile of sizes
+    measured by ``scripts/bench_scale.py``."""
+
+    #: bench_scale.py's --out folder (or its scale.json); null = no scale plan
+    profile: str | None = None
+    #: YAML of throughputs stated for the target machine (a GPU box); null = this machine's
+    stated: str | None = None
+    #: work (affine in each stage's work count) | power (a power law in chunks)
+    method: str = "work"
+
+
+@dataclass
 class TopLevelConfig:
     """The keys outside the stage groups."""
 
@@ -323,6 +337,8 @@ class TopLevelConfig:
     cache_dir: str = ".cache/bench"
     #: print the plan (nodes, shared, cached, configs) and exit 0 without running anything
     plan_only: bool = False
+    #: with plan_only: the configured corpus' time, memory and disk from a scale profile
+    scale_plan: ScalePlanConfig = field(default_factory=ScalePlanConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     gates: list[GateConfig] = field(default_factory=list)

@@ -542,19 +542,25 @@ def write_mteb_files(run_dir: Path, dataset: Dataset, rows: list[SummaryRow],
 
 
 def write_plan(the_plan: Plan, executor: Executor, run_dir: Path,
-               budget: Budget | None = None) -> str:
+               budget: Budget | None = None,
+               scale: tuple[Sequence[str], Sequence[Mapping[str, object]]] = ((), ())) -> str:
     """plan.txt / plan.json of ``plan_only=true``: the graph, with per node whether the
-    cache has it, its cost from the store's log and the budget ceilings that prune it."""
+    cache has it, its cost from the store's log and the budget ceilings that prune it;
+    ``scale``: the scale planner's lines and entries (``bench.scaling.preview``), if any."""
     from bench.pipeline.preview import preview
 
     view = preview(the_plan, executor.store, budget)
     seconds, known, unknown = view.to_compute(the_plan, executor.is_cached)
     header = (f"to compute: ~{seconds:.1f} s for the {known} uncached nodes of known cost"
               + (f", {unknown} of unknown cost" if unknown else "")
-              + " (the store's last computations of each node's stage and options)",)
+              + " (the store's last computations of each node's stage and options)",
+              *scale[0])
     text = the_plan.render(executor.is_cached, view.notes, header)
     (run_dir / "plan.txt").write_text(text + "\n")
-    write_json(run_dir / "plan.json", the_plan.to_json(executor.is_cached, view.fields))
+    body = the_plan.to_json(executor.is_cached, view.fields)
+    if scale[1]:  # only with scale_plan.profile: plan.json is unchanged without it
+        body["scale_plan"] = list(scale[1])
+    write_json(run_dir / "plan.json", body)
     return text
 
 

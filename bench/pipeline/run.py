@@ -109,7 +109,10 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
 
         check_dataset(p.settings.robustness, p.dataset)
     if p.settings.plan_only:
-        text = write_plan(p.plan, p.executor, run_dir, p.comps.budget)
+        from bench.scaling.preview import scale_preview
+
+        scale = scale_preview(p.settings.scale_plan, p.dataset, p.plan, p.executor.store)
+        text = write_plan(p.plan, p.executor, run_dir, p.comps.budget, scale)
         return RunResult(run_dir, p.run_id, 0, (), plan_text=text)
     check_served_embedder(p.comps, p.plan, p.executor)  # before any work, not in a plan
     log.info("plan: %d configs over %d nodes", len(p.plan.configs), len(p.plan.nodes()))

@@ -20,6 +20,7 @@ from bench.config.schema import (
     GenerationConfig,
     LatencyConfig,
     MetricsConfig,
+    ScalePlanConfig,
     SubsetConfig,
 )
 from bench.gates.regression import RegressionSettings, from_config
@@ -54,6 +55,8 @@ class RunSettings:
     critical_ids: tuple[str, ...] = ()
     #: the robustness study after the run (``robustness:``; empty: off)
     robustness: Mapping[str, Any] = field(default_factory=dict)
+    #: the scale planner of the plan preview (``scale_plan:``; bench.scaling)
+    scale_plan: ScalePlanConfig = field(default_factory=ScalePlanConfig)
 
     @property
     def primary_metric(self) -> str:
@@ -93,4 +96,5 @@ def run_settings(cfg: DictConfig) -> RunSettings:
         subset=typed(cfg.subset, SubsetConfig), regression=from_config(cfg),
         gates_junit=cfg.gates_junit,
         critical_ids=tuple(str(q) for q in cfg.regression.critical.query_ids),
-        robustness=cast(dict, OmegaConf.to_container(cfg.robustness, resolve=True)))
+        robustness=cast(dict, OmegaConf.to_container(cfg.robustness, resolve=True)),
+        scale_plan=typed(cfg.scale_plan, ScalePlanConfig))

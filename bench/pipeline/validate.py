@@ -5,7 +5,7 @@ builds its components (``bench.pipeline.components``)."""
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from bench.config.toplevel import validate_top_level_config
 from bench.data.subset import check_subset
@@ -38,3 +38,7 @@ def validate_top_level(cfg: DictConfig) -> None:
 
         build_robustness(cfg.robustness)
         build(split_node(cfg.robustness)[1], "robustness.generator")  # loads no model
+    if cfg.scale_plan.profile:  # the scale planner's profile and stated figures (plan_only)
+        from bench.scaling.preview import check_scale_plan
+
+        check_scale_plan(OmegaConf.to_container(cfg.scale_plan, resolve=True))  # type: ignore[arg-type]
