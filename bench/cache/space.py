@@ -5,7 +5,10 @@ to a mapped page does not raise an exception, the process dies of SIGBUS, half w
 pass that may have run for hours. So the pass first asks the file system of its artifact
 folder for the bytes it is about to write (they are known exactly once the chunks are: rows x
 dimensions x 4) and stops with one line naming ``cache_dir`` when they cannot fit. The index
-build does the same with its serialized size from the memory math (``bench.index.memory``).
+build does the same with its serialized size from the memory math (``bench.index.memory``),
+and ``embedding=ray`` with the shards its workers write to ``embedding.shards_dir`` before the
+vectors are assembled (plus the vectors themselves when both share a file system: the
+memory-mapped artifact is sparse until it is filled, so its bytes still count as free).
 """
 
 from __future__ import annotations
@@ -25,12 +28,19 @@ def _fmt(n: int) -> str:
     return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
 
 
-def require_free(directory: Path, need: int, what: str) -> None:
-    """ConfigError("cache_dir") when the file system holding ``directory`` has fewer than
+def require_free(directory: Path, need: int, what: str, *, key: str = "cache_dir") -> None:
+    """ConfigError(``key``) when the file system holding ``directory`` has fewer than
     ``need`` + :data:`MARGIN_BYTES` bytes free; ``what`` says what the bytes are for."""
     free = shutil.disk_usage(directory).free
     if need + MARGIN_BYTES > free:
-        raise ConfigError("cache_dir", f"{what} needs {_fmt(need)} on disk and "
-                                       f"{directory.resolve()} has {_fmt(free)} free (with "
-                                       f"{_fmt(MARGIN_BYTES)} kept spare); free space or point "
-                                       f"cache_dir at a larger disk")
+        raise ConfigError(key, f"{what} needs {_fmt(need)} on disk and "
+                               f"{directory.resolve()} has {_fmt(free)} free (with "
+                               f"{_fmt(MARGIN_BYTES)} kept spare); free space or point "
+                               f"{key} at a larger disk")
+
+
+def same_disk(a: Path, b: Path) -> bool:
+    """Whether two existing paths are on one file system (their bytes come from one pool)."""
+    import os
+
+    return os.stat(a).st_dev == os.stat(b).st_dev

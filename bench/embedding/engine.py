@@ -50,6 +50,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from bench.cache.space import require_free, same_disk
 from bench.cache.store import canonical_json
 from bench.config.build import OptionError
 from bench.embedding.base import Embedder, EmbeddingEngine, EmbeddingStats, ShardableEmbedder
@@ -264,6 +265,7 @@ class RayEngine:
         todo = [s for s, rows in enumerate(plan.rows)
                 if shard_done(folder, s, len(rows), dim) is None]
         reused = len(plan.rows) - len(todo)
+        self._check_disk(folder, sum(len(plan.rows[s]) for s in todo) * dim * 4, out)
         t0 = time.perf_counter()
         if todo:
             log.info("embed_docs: %d of %d shards to encode over %s (%d done by an earlier "
@@ -287,6 +289,17 @@ class RayEngine:
             shards_redone=redone)
         _remove(folder)
         return result
+
+    def _check_disk(self, folder: Path, need: int, out: np.ndarray) -> None:
+        """The shards still to write must fit ``shards_dir``, and with them the artifact's
+        vectors when both are on one file system (a memmap's pages take their bytes as they
+        are written, so the sparse artifact still counts as free space now)."""
+        if isinstance(out, np.memmap) and out.filename and \
+                same_disk(Path(out.filename), folder):
+            need += out.nbytes
+        require_free(folder, need, f"embedding=ray's shards ({need / 2**20:,.1f} MiB of "
+                                   "vectors before they are assembled)",
+                     key="embedding.shards_dir")
 
     def _run(self, plan: ShardPlan, todo: Sequence[int], texts: Sequence[str],
              folder: Path, dim: int) -> None:

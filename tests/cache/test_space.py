@@ -60,3 +60,25 @@ def test_a_pass_that_cannot_fit_stops_before_writing(tmp_path: Path,
     assert "embed_docs" not in written if stage == "embed_docs" else "embed_docs" in written
     assert not list(cache.rglob("index.faiss"))  # no index of either case was written
     assert not (tmp_path / "run" / "per_query.parquet").exists()
+
+
+def test_ray_shards_count_with_the_sparse_vectors_they_share_a_disk_with(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """embedding=ray writes every shard to embedding.shards_dir before assembling the
+    memory-mapped vectors: on one file system both need their bytes (the memmap is sparse
+    until filled, so the artifact's own check saw them as free)."""
+    import numpy as np
+
+    from bench.embedding.engine import RayEngine
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    vectors = np.lib.format.open_memmap(tmp_path / "vectors.npy", mode="w+", dtype=np.float32,
+                                        shape=(1000, 384))  # 1,536,000 bytes
+    _scripted(monkeypatch, tmp_path, MARGIN_BYTES + 2 * 2**20)
+    engine = RayEngine(workers=1, shards_dir=str(shards))
+    engine._check_disk(shards, 1_000_000, np.zeros((1000, 384), np.float32))  # 1 MB: fits
+    with pytest.raises(ConfigError) as exc:  # 1 MB of shards + 1.46 MiB of vectors: not
+        engine._check_disk(shards, 1_000_000, vectors)
+    assert exc.value.key == "embedding.shards_dir"
+    assert "embedding=ray's shards (2.4 MiB of vectors" in str(exc.value)
