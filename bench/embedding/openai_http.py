@@ -21,6 +21,14 @@ embedder's cache parameters and the batch's texts, written atomically), so a pas
 the server died, a request still failed after its retries — resumes on the rerun: only the
 batches never answered are requested again (null: no memo).
 
+``replicas``: further API roots serving the same model (a fan-out for a corpus pass: vLLM or
+TEI behind several ports or hosts). Each batch goes to the live replica with the fewest
+requests in flight, ``max_concurrency`` per replica; the batches and so the vectors are the
+single server's (the replicas are not in the cache key). A replica whose request still fails
+after its retries is left out for the rest of the pass and the batch is sent again to another
+(counted: ``shards_redone``, and the log names the replica); only when every replica has failed
+does the pass fail as a single server's would. ``EmbeddingStats.workers`` is the replica count.
+
 ``tokenizer``: a local Hugging Face tokenizer (a folder, or ``packaged:all-MiniLM-L6-v2``)
 for token-based chunkers and the truncation statistics; ``max_input_tokens``: the tokens of
 text the server embeds (its max length minus special tokens), for those statistics only.
@@ -92,6 +100,7 @@ class OpenAIHTTPEmbedder:
         document_prefix: str = "",
         extra_body: dict[str, Any] | None = None,
         memo_dir: str | None = None,
+        replicas: Sequence[str] = (),
         device: str = "cpu",
     ) -> None:
         if not model:
@@ -122,9 +131,16 @@ class OpenAIHTTPEmbedder:
         self.extra_body = dict(extra_body or {})
         self.memo_dir = Path(memo_dir).expanduser() if memo_dir else None
         self.device = device  # the server's device is its own; kept for the common signature
-        self.endpoint = JSONEndpoint(base_url=self.base_url, key=KEY, api_key_env=api_key_env,
-                                     timeout_s=timeout_s, max_retries=max_retries,
-                                     backoff_s=backoff_s, max_concurrency=max_concurrency)
+        urls = [self.base_url]
+        for i, url in enumerate(replicas or ()):
+            urls.append(check_base_url(str(url), option=f"replicas[{i}]"))
+            if urls[-1] in urls[:-1]:
+                raise OptionError(f"replicas[{i}]", f"{url} is already listed")
+        self.endpoints = [JSONEndpoint(base_url=u, key=KEY, api_key_env=api_key_env,
+                                       timeout_s=timeout_s, max_retries=max_retries,
+                                       backoff_s=backoff_s, max_concurrency=max_concurrency)
+                          for u in urls]
+        self.endpoint = self.endpoints[0]  # single requests (probe, one query) go here
         self._dim: int | None = dimensions
         self._lock = threading.Lock()
 
@@ -212,7 +228,8 @@ class OpenAIHTTPEmbedder:
         order = np.argsort(-counts, kind="stable")  # longest first, as in-process batching
         batches = [order[b0:b0 + self.batch_size] for b0 in range(0, len(inputs),
                                                                    self.batch_size)]
-        before = len(self.endpoint.records())
+        before = [len(e.records()) for e in self.endpoints]
+        pool = _Pool(len(self.endpoints))
         t0 = time.perf_counter()
         usage = [0]
         memo_hits = [0]
@@ -230,7 +247,7 @@ class OpenAIHTTPEmbedder:
             if stop.is_set():
                 return
             try:
-                vecs, n_tok = self._post_counted(batch)
+                vecs, n_tok = self._post_routed(batch, pool)
             except RemoteError as exc:
                 if not partial:
                     stop.set()
@@ -247,29 +264,45 @@ class OpenAIHTTPEmbedder:
                 usage[0] += n_tok
 
         if batches:
-            with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(batches))) as ex:
+            workers = self.max_concurrency * len(self.endpoints)
+            with ThreadPoolExecutor(max_workers=min(workers, len(batches))) as ex:
                 for f in [ex.submit(one, b) for b in batches]:
                     f.result()  # an index-time pass: the first failure raises (one line)
         wall = time.perf_counter() - t0
-        records = self.endpoint.records()[before:]
-        log.info("stage %-10s %s %s: %s%s%s", "embed", self.base_url + PATH, kind,
+        records = [r for e, b in zip(self.endpoints, before, strict=True)
+                   for r in e.records()[b:]]
+        where = self.base_url + PATH if len(self.endpoints) == 1 else (
+            f"{len(self.endpoints)} replicas (" + ", ".join(
+                f"{e.base_url}: {len(e.records()) - b} requests"
+                + (" - left out after a failure" if i in pool.down else "")
+                for i, (e, b) in enumerate(zip(self.endpoints, before, strict=True))) + ")")
+        log.info("stage %-10s %s %s: %s%s%s%s", "embed", where, kind,
                  summary_line(records), f"; {memo_hits[0]} of {len(batches)} batches from "
                  f"the memo {self.memo_dir}" if memo_hits[0] else "",
+                 f"; {pool.redone} batches sent again to another replica" if pool.redone
+                 else "",
                  f"; {len(failed)} of {len(inputs)} texts without a vector" if failed else "")
         n_tokens = (int(np.minimum(counts, limit).sum()) if self.tokenizer_name is not None
                     else usage[0])
+        fan = len(self.endpoints) > 1
         return EmbeddingStats(
             n_texts=len(inputs), n_tokens=n_tokens, wall_s=wall,
             n_truncated=int((counts > limit).sum()),
             n_truncated_tokens=int(np.maximum(counts - limit, 0).sum()),
-            max_tokens=self.max_input_tokens), failed
+            max_tokens=self.max_input_tokens,
+            # the fan-out's figures (None for one server, as for any pass in one process)
+            workers=len(self.endpoints) if fan else None, shards=len(batches) if fan else None,
+            shards_reused=memo_hits[0] if fan else None,
+            shards_redone=pool.redone if fan else None), failed
 
     def take_records(self) -> list[RequestRecord]:
-        """The requests since the last call (the embedding stage stores them)."""
-        return self.endpoint.take_records()
+        """The requests since the last call (the embedding stage stores them), every
+        replica's."""
+        return [r for e in self.endpoints for r in e.take_records()]
 
     def close(self) -> None:
-        self.endpoint.close()
+        for e in self.endpoints:
+            e.close()
 
     # -- the batch memo (resume after a cut-short pass) ----------------------------------------
     def _memo_path(self, batch: list[str]) -> Path | None:
@@ -312,22 +345,40 @@ class OpenAIHTTPEmbedder:
     def _post(self, texts: list[str]) -> np.ndarray:
         return self._post_counted(texts)[0]
 
-    def _post_counted(self, texts: list[str]) -> tuple[np.ndarray, int]:
+    def _post_routed(self, texts: list[str], pool: _Pool) -> tuple[np.ndarray, int]:
+        """One batch on the least busy live replica; a replica that still fails after its
+        retries is left out and the batch goes to the next (the last failure raises). An
+        answer of the wrong shape is the server's contract, not a replica's: it raises."""
+        while True:
+            i = pool.take()
+            try:
+                return self._post_counted(texts, self.endpoints[i])
+            except RemoteError as exc:
+                # an invalid answer (wrong dimension, malformed) is not a replica being down
+                if exc.status == "invalid" or not pool.fail(i):
+                    raise
+                log.warning("stage %-10s replica %s left out for this pass: %s", "embed",
+                            self.endpoints[i].base_url, exc.one_line())
+            finally:
+                pool.release(i)
+
+    def _post_counted(self, texts: list[str], endpoint: JSONEndpoint | None = None
+                      ) -> tuple[np.ndarray, int]:
+        endpoint = endpoint or self.endpoint
         body: dict[str, Any] = {**self.extra_body, "model": self.model, "input": texts,
                                 "encoding_format": "float"}
         if self.send_dimensions:
             body["dimensions"] = self.dimensions
-        res = self.endpoint.post(PATH, body, n_items=len(texts))
+        res = endpoint.post(PATH, body, n_items=len(texts))
         if not res.ok:
-            raise self.endpoint.fail(res.record)
+            raise endpoint.fail(res.record)
         try:
             vecs = self._parse(res.body, len(texts))
         except DimensionMismatch as exc:
-            raise self.endpoint.fail(self.endpoint.invalid(res, f"wrong dimension: {exc}"),
-                                     key=f"{KEY}.dimensions") from None
+            raise endpoint.fail(endpoint.invalid(res, f"wrong dimension: {exc}"),
+                                key=f"{KEY}.dimensions") from None
         except ValueError as exc:
-            raise self.endpoint.fail(self.endpoint.invalid(res, f"malformed response: {exc}")
-                                     ) from None
+            raise endpoint.fail(endpoint.invalid(res, f"malformed response: {exc}")) from None
         usage = res.body.get("usage") if isinstance(res.body, dict) else None
         n_tok = usage.get("prompt_tokens", 0) if isinstance(usage, dict) else 0
         return vecs, int(n_tok) if isinstance(n_tok, int) else 0
@@ -371,3 +422,34 @@ class OpenAIHTTPEmbedder:
 
 class DimensionMismatch(ValueError):
     """The server's vectors are not the configured length."""
+
+
+class _Pool:
+    """Which replicas are live and how busy: ``take`` the live one with the fewest requests
+    in flight (ties: the first listed), ``release`` it after; ``fail`` leaves a replica out
+    and says whether another is live (then the batch is sent again: ``redone``)."""
+
+    def __init__(self, n: int) -> None:
+        self.busy = [0] * n
+        self.down: set[int] = set()
+        self.redone = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> int:
+        with self._lock:
+            live = [i for i in range(len(self.busy)) if i not in self.down] or [0]
+            i = min(live, key=lambda j: self.busy[j])
+            self.busy[i] += 1
+            return i
+
+    def release(self, i: int) -> None:
+        with self._lock:
+            self.busy[i] -= 1
+
+    def fail(self, i: int) -> bool:
+        with self._lock:
+            self.down.add(i)
+            if len(self.down) == len(self.busy):
+                return False
+            self.redone += 1
+            return True
