@@ -86,7 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         profile = read_profile(args.profile)
         if len(profile.points) < 2:
             print(f"bench.scaling: {profile.source}: one size measured; the planner needs two "
-                  "(scripts/bench_scale.py --sizes A B)", file=sys.stderr)
+                  "(scripts/bench_scale.py --sizes A B, or two python -m bench runs)",
+                  file=sys.stderr)
             return 2
         if args.command == "plan":
             last = profile.points[-1]

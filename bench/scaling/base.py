@@ -15,12 +15,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-#: the stages of the corpus pass (their work grows with the corpus)
-CORPUS_STAGES = ("chunk", "embed", "index")
-#: the stages of the query side (their work grows with the queries; exact search with both)
-QUERY_STAGES = ("embed_queries", "search", "search_ann", "metrics")
-#: the measured path in order (``generate``, writing the synthetic corpus, is set-up)
-PATH_STAGES = (*CORPUS_STAGES[:2], "embed_queries", *CORPUS_STAGES[2:], *QUERY_STAGES[1:])
+#: the stages of bench_scale.py's path in order (``generate``, writing its corpus, is set-up)
+PATH_STAGES = ("chunk", "embed", "embed_queries", "index", "search", "search_ann", "metrics")
+#: what a stage's work is proportional to (``bench.scaling.planner.work_model``), for the
+#: scale script's stages and the pipeline's (``timings.parquet`` of ``python -m bench``);
+#: a stage not listed (``rest``: the run's untimed work) is fitted by a power law in chunks
+ROLES = {
+    "chunk": "chunks", "embed": "chunks", "data": "chunks", "corpus": "chunks",
+    "chunk_stats": "chunks", "embed_docs": "chunks",
+    "embed_queries": "queries", "embed_query": "queries", "metrics": "queries",
+    "search": "exact", "exact_topk": "exact",
+    "index": "index",
+    "search_ann": "ann", "retrieve": "ann", "fold": "queries",
+    "retrieve.latency": "ann", "embed_query.latency": "queries",
+}
+#: a pipeline run's latency pass (one query at a time) as a stage of its own: ``retrieve``
+#: + LATENCY
+LATENCY = ".latency"
+#: the roles whose work grows with the queries
+QUERY_ROLES = ("queries", "exact", "ann")
+#: a pipeline run's wall time outside its timed stages (scoring, CIs, writers, start-up)
+REST = "rest"
 
 
 @dataclass(frozen=True)
@@ -56,10 +71,14 @@ class Profile:
     """Sizes measured with one set of stage options on one machine."""
 
     source: str
-    #: embedder, chunker, ann, k, ... as the script recorded them
+    #: embedder, chunker, ann (a conf/index option name, or a resolved index config), k, ...
     settings: dict[str, object]
     points: tuple[ScalePoint, ...]  # ascending chunk counts
     cpus: int | None = None
+    #: the stages measured at every size, in the order they ran
+    stages: tuple[str, ...] = PATH_STAGES
+    #: whether the heap (RssAnon) was measured; a pipeline run records VmRSS peaks only
+    heap_measured: bool = True
 
     @property
     def chars_per_chunk(self) -> float | None:
@@ -125,6 +144,8 @@ class Prediction:
     disk_bytes: dict[str, float]
     #: where each stage's seconds come from: "this machine" or the stated figures' label
     machine: str
+    #: False when the profile measured no heap (peak_anon is then the RSS)
+    heap_measured: bool = True
     #: the memory math of the index at the target (bench.index.memory), when it is known
     index_memory: dict[str, Any] | None = None
     notes: tuple[str, ...] = field(default=())

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from bench.errors import InputError
 from bench.scaling.base import (
-    PATH_STAGES,
-    QUERY_STAGES,
+    QUERY_ROLES,
+    ROLES,
     Check,
     Fit,
     Prediction,
@@ -94,9 +94,9 @@ def read_stated(path: str | Path) -> Stated:
         if isinstance(rate, str):  # YAML 1.1 reads 2e10 (no '+', no '.') as a string
             with contextlib.suppress(ValueError):
                 rate = float(rate)
-        if stage not in PATH_STAGES:
-            raise InputError(p, 0, f"rates.{stage}: not a stage of the path "
-                                   f"({', '.join(PATH_STAGES)})")
+        if stage not in ROLES:
+            raise InputError(p, 0, f"rates.{stage}: not a stage the planner knows "
+                                   f"({', '.join(ROLES)})")
         if not isinstance(rate, int | float) or isinstance(rate, bool) or not rate > 0:
             raise InputError(p, 0, f"rates.{stage}: must be a number > 0, got {rate!r}")
         out[str(stage)] = float(rate)
@@ -167,15 +167,12 @@ class Work:
 
 
 def work_model(profile: Profile) -> dict[str, Work]:
-    """Each stage's work count, from the profile's stage options (its ANN index's nlist,
-    training sample and nprobe as ``conf/index/<ann>.yaml`` resolves them)."""
-    per_chunk = Work("chunk", lambda n, q: n)
-    per_query = Work("query", lambda n, q: q)
-    out = {"chunk": per_chunk, "embed": per_chunk, "embed_queries": per_query,
-           "search": Work("query x chunk", lambda n, q: q * n), "metrics": per_query}
+    """Each role's work count (``bench.scaling.base.ROLES``), from the profile's stage
+    options (its ANN index's nlist, training sample and nprobe as faiss_index resolves them)."""
+    out = {"chunks": Work("chunk", lambda n, q: n), "queries": Work("query", lambda n, q: q),
+           "exact": Work("query x chunk", lambda n, q: q * n)}
     index = _faiss_option(profile.settings.get("ann"))
-    params = profile.settings.get("ann_params")
-    nprobe = float(params.get("nprobe", 1)) if isinstance(params, Mapping) else 1.0
+    nprobe = _nprobe(profile.settings)
     if index is not None and index.resolve_nlist(1_000) is not None:
         def nlist(n: float) -> float:
             return float(index.resolve_nlist(int(n)) or 1)
@@ -186,15 +183,28 @@ def work_model(profile: Profile) -> dict[str, Work]:
             return KMEANS_NITER * train * lists + n * lists
 
         out["index"] = Work("k-means + assignment distance", build)
-        out["search_ann"] = Work("list entry scanned",
-                                 lambda n, q: q * (nlist(n) + nprobe * n / nlist(n)))
+        out["ann"] = Work("list entry scanned",
+                          lambda n, q: q * (nlist(n) + nprobe * n / nlist(n)))
     elif index is not None and "HNSW" in index.factory:
         out["index"] = Work("chunk x log2 chunks", lambda n, q: n * math.log2(max(n, 2)))
-        out["search_ann"] = Work("query x log2 chunks", lambda n, q: q * math.log2(max(n, 2)))
+        out["ann"] = Work("query x log2 chunks", lambda n, q: q * math.log2(max(n, 2)))
     else:
-        out["index"] = per_chunk
-        out["search_ann"] = Work("query x chunk", lambda n, q: q * n)
+        out["index"] = out["chunks"]
+        out["ann"] = out["exact"]
     return out
+
+
+def _nprobe(settings: Mapping[str, object]) -> float:
+    """The nprobe a profile searched with: the script's ``ann_params``, or the sum over a
+    pipeline run's swept ``query_params`` (each is searched)."""
+    params = settings.get("ann_params")
+    if isinstance(params, Mapping) and "nprobe" in params:
+        return float(params["nprobe"])
+    ann = settings.get("ann")
+    swept = ann.get("query_params") if isinstance(ann, Mapping) else None
+    if isinstance(swept, list):
+        return float(sum(qp.get("nprobe", 0) for qp in swept if isinstance(qp, Mapping))) or 1.0
+    return 1.0
 
 
 #: faiss' IVF k-means: iterations and the sample's cap per centroid (IndexIVF's ``cp``)
@@ -221,19 +231,20 @@ def predict(profile: Profile, n_chunks: int, *, n_queries: int | None = None,
     xs = [float(p.n_chunks) for p in pts]
     stages: list[StagePrediction] = []
     works = work_model(profile)
-    for stage in PATH_STAGES:
+    for stage in profile.stages:
         have = [p for p in pts if stage in p.stages]
         if len(have) < len(pts):  # measured at some sizes only: not on the path
             continue
         sx = [p.stages[stage] for p in pts]
         rss = _affine(xs, [float(s.peak_rss_bytes) for s in sx])(n_chunks)
         anon = _affine(xs, [float(s.peak_anon_bytes) for s in sx])(n_chunks)
-        per_query = stage in QUERY_STAGES
-        w = works[stage]
+        role = ROLES.get(stage)
+        per_query = role in QUERY_ROLES
+        w = works.get(role or "", Work("chunk", lambda n, q: n))
         if stated is not None and stage in stated.rates:  # work units per second there
             fit = Fit("stated", slope=1.0 / stated.rates[stage], unit=w.unit, of="seconds")
             seconds = w.count(n_chunks, q) / stated.rates[stage]
-        elif method == "power":
+        elif method == "power" or role is None:  # no work count known: a power law
             fit = _power(xs, [s.seconds for s in sx])
             seconds = fit(n_chunks) * (q / q_ref if per_query else 1.0)
         else:  # affine in the stage's work count (queries as measured at each size)
@@ -251,7 +262,7 @@ def predict(profile: Profile, n_chunks: int, *, n_queries: int | None = None,
                      + "; the others from this profile's machine")
     return Prediction(n_chunks, q, tuple(stages), peak, disk,
                       stated.machine if stated is not None else "this profile's machine",
-                      notes=tuple(notes))
+                      heap_measured=profile.heap_measured, notes=tuple(notes))
 
 
 #: the stages that run with the index in memory (its bytes are in their heap)
@@ -324,11 +335,11 @@ def figures(pred: Prediction) -> dict[str, float]:
 def measured(point: ScalePoint) -> dict[str, float]:
     """A measured size's figures, named as ``figures`` names them."""
     out = {f"seconds.{name}": s.seconds for name, s in point.stages.items()
-           if name in PATH_STAGES}
+           if name != "generate"}  # the script's set-up, not the path
     out["seconds.total"] = sum(out.values())
     out["peak_rss"] = float(point.peak_rss_bytes)
     out["peak_anon"] = float(max(s.peak_anon_bytes for name, s in point.stages.items()
-                                 if name in PATH_STAGES))
+                                 if name != "generate"))
     for name, b in point.disk_bytes.items():
         out[f"disk.{name}"] = float(b)
     out["disk.total"] = float(sum(point.disk_bytes.values()))
@@ -352,19 +363,26 @@ def validate(profile: Profile, *, ratio: float = 10.0, method: str = "work") -> 
 
 
 def _faiss_option(ann: object) -> FaissIndex | None:
-    """The profile's ANN option as built from ``conf/index/<ann>.yaml`` (None: no faiss
-    index, or an option this checkout does not have)."""
-    if not isinstance(ann, str) or ann == "none":
-        return None
+    """The profile's ANN index: a ``conf/index/<ann>.yaml`` option name (the scale script),
+    or a resolved index config (a pipeline run's ``run.json``); None when it is not a faiss
+    index or this checkout lacks the option."""
     from omegaconf import OmegaConf
 
     from bench.config.build import build
     from bench.index.faiss_index import FaissIndex
 
-    conf = Path(__file__).resolve().parents[2] / "conf" / "index" / f"{ann}.yaml"
-    if not conf.is_file():
+    if isinstance(ann, Mapping):
+        if ann.get("_target_") != f"{FaissIndex.__module__}.{FaissIndex.__name__}":
+            return None
+        node: Any = OmegaConf.create(dict(ann))
+    elif isinstance(ann, str) and ann != "none":
+        conf = Path(__file__).resolve().parents[2] / "conf" / "index" / f"{ann}.yaml"
+        if not conf.is_file():
+            return None
+        node = OmegaConf.load(conf)
+    else:
         return None
-    index = build(OmegaConf.load(conf), "index", device="cpu")
+    index = build(node, "index", device="cpu")  # type: ignore[arg-type]
     return index if isinstance(index, FaissIndex) else None
 
 

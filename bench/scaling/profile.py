@@ -1,4 +1,11 @@
-"""Read a scale profile: ``scripts/bench_scale.py``'s ``scale.json`` or its ``--out`` folder.
+"""Read a scale profile: ``scripts/bench_scale.py``'s ``scale.json`` or its ``--out`` folder,
+or ``python -m bench`` run folders (a folder holding several; one size each).
+
+A pipeline run gives, per stage of its ``timings.parquet``, the seconds it spent computing
+(the samples not served from the cache), ``rest`` = its wall time outside the timed stages
+(scoring, CIs, writers, start-up), the peak VmRSS after each stage (``run.json``'s
+``resources``: the run records no heap, so ``peak_anon`` is that RSS) and the bytes of the
+artifacts it wrote (the cache folders of its misses, where they still exist).
 
 A file that is not JSON names its line; a size record without a figure the planner needs names
 the record and the key. Both are ``InputError``: one line, exit 2, before any prediction.
@@ -12,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import InputError
-from bench.scaling.base import Profile, ScalePoint, StagePoint
+from bench.scaling.base import LATENCY, REST, Profile, ScalePoint, StagePoint
 
 #: the settings two sizes must share to sit on one curve
 SETTINGS = ("embedder", "chunker", "ann", "ann_params", "k", "shard_size", "n_queries")
@@ -29,6 +36,10 @@ def _json(path: Path) -> Any:
 
 def _records(path: Path) -> tuple[Path, list[tuple[str, Mapping[str, Any]]]]:
     """(the file named in errors, [(where, size record)])."""
+    runs = sorted(p.parent for p in (path / "run.json", *path.glob("*/run.json"))
+                  if p.is_file()) if path.is_dir() else []
+    if runs:
+        return path, [(str(r / "run.json"), _run_record(r)) for r in runs]
     if path.is_dir():
         summary = path / "scale.json"
         if summary.is_file():
@@ -46,6 +57,84 @@ def _records(path: Path) -> tuple[Path, list[tuple[str, Mapping[str, Any]]]]:
         return path, [(str(path), obj)]
     raise InputError(path, 0, "not a scale profile: expected bench_scale.py's scale.json "
                               "(a 'results' list) or a size-*.json")
+
+
+def _run_record(run: Path) -> dict[str, Any]:
+    """A ``python -m bench`` run folder as a size record (the scale script's keys)."""
+    import pyarrow.parquet as pq
+
+    where = run / "run.json"
+    manifest = _json(where)
+    try:
+        rows = pq.read_table(run / "timings.parquet", columns=[
+            "stage", "sample_kind", "n_items", "wall_ms", "from_cache", "query_id"]).to_pylist()
+    except (OSError, ValueError) as exc:
+        raise InputError(run / "timings.parquet", 0, f"cannot read: {exc}") from None
+    events = [e for e in (manifest.get("cache") or {}).get("events") or []
+              if isinstance(e, Mapping)]
+    # the nodes it computed, from the cache's log (their writing included); a node shared by
+    # several configs is one event, where timings.parquet repeats it under each config
+    seconds: dict[str, float] = {}
+    for e in events:
+        if not e.get("hit") and isinstance(e.get("wall_s"), int | float):
+            seconds[str(e["stage"])] = seconds.get(str(e["stage"]), 0.0) + float(e["wall_s"])
+    if "chunk" not in seconds:
+        raise InputError(where, 0, "its corpus pass came from the cache: a profile needs "
+                                   "runs that computed it (an empty cache_dir)")
+    nodes = set(seconds)
+    seen: set[tuple[object, ...]] = set()
+    for r in rows:  # work outside the nodes: the latency pass per query, scoring per config
+        kind = r["sample_kind"]
+        if r["from_cache"] or (r["stage"] in nodes and kind != "query"):
+            continue
+        sample = (r["stage"], kind, r["n_items"], r["wall_ms"], r["query_id"])
+        if sample in seen:  # the same sample under another config
+            continue
+        seen.add(sample)
+        name = f"{r['stage']}{LATENCY}" if kind == "query" else str(r["stage"])
+        seconds[name] = seconds.get(name, 0.0) + r["wall_ms"] / 1000.0
+    wall = manifest.get("wall_s")
+    if not isinstance(wall, int | float):
+        raise InputError(where, 0, "not a finished run: no wall_s")
+    seconds[REST] = max(float(wall) - sum(seconds.values()), 0.0)
+    peaks: dict[str, int] = {}
+    for r in manifest.get("resources") or []:
+        if isinstance(r, Mapping) and isinstance(r.get("peak_rss_bytes"), int):
+            peaks[str(r["stage"])] = max(peaks.get(str(r["stage"]), 0), r["peak_rss_bytes"])
+    peak = manifest.get("peak_rss_bytes")
+    peak = peak if isinstance(peak, int) else max(peaks.values(), default=0)
+    disk: dict[str, int] = {}
+    for e in events:
+        folder = Path(str(e.get("path", "")))
+        if not e.get("hit") and folder.is_dir():
+            size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+            disk[str(e["stage"])] = disk.get(str(e["stage"]), 0) + size
+    data = manifest.get("dataset") or {}
+    config = manifest.get("config") or {}
+    return {
+        "n_chunks": data.get("chunks"), "n_docs": data.get("documents"),
+        "n_queries": data.get("queries"), "dim": _dim_of(manifest),
+        "stages": [{"stage": name, "seconds": s,
+                    "peak_rss_bytes": peaks.get(name, peak),
+                    "peak_anon_bytes": peaks.get(name, peak)} for name, s in seconds.items()],
+        "peak_rss_bytes": peak, "disk_bytes": disk,
+        # the options the curve is for (the corpus, its path and the cache are not)
+        "settings": {"source": "python -m bench", "n_queries": data.get("queries"),
+                     **{k: config.get(k) for k in RUN_SETTINGS}},
+    }
+
+
+#: the stage options two pipeline runs must share to sit on one curve
+RUN_SETTINGS = ("chunker", "embedder", "embedding", "index", "retriever", "lexical", "fusion",
+                "filters", "reranker", "generator", "judge", "metrics", "latency")
+
+
+def _dim_of(manifest: Mapping[str, Any]) -> int:
+    """The document vectors' width (``run.json``'s ``index`` block; 0 for a run without a
+    vector index: the width is then not part of its curve)."""
+    index = manifest.get("index")
+    dim = index.get("dim") if isinstance(index, Mapping) else None
+    return dim if isinstance(dim, int) else 0
 
 
 def _need(where: str, rec: Mapping[str, Any], key: str, kind: type) -> Any:
@@ -95,16 +184,26 @@ def read_profile(path: str | Path) -> Profile:
     cpus = None
     for where, rec in records:
         point = _point(where, rec)
-        mine = {k: rec.get(k) for k in SETTINGS}
+        mine = dict(rec["settings"]) if isinstance(rec.get("settings"), Mapping) else {
+            k: rec.get(k) for k in SETTINGS}
         if settings is None:
             settings = mine
         elif mine != settings:
-            diff = next(k for k in SETTINGS if mine[k] != settings[k])
-            raise InputError(where, 0, f"measured with {diff}={mine[diff]!r}, the profile's "
-                                       f"other sizes with {settings[diff]!r}: one curve per "
-                                       "set of options")
+            diff = next(k for k in {**settings, **mine} if mine.get(k) != settings.get(k))
+            raise InputError(where, 0, f"measured with {diff}={mine.get(diff)!r}, the "
+                                       f"profile's other sizes with {settings.get(diff)!r}: "
+                                       "one curve per set of options")
         points[point.n_chunks] = point
         cpus = rec.get("cpus") if isinstance(rec.get("cpus"), int) else cpus
     if not points:
         raise InputError(source, 0, "the profile has no measured size")
-    return Profile(str(source), settings or {}, tuple(points[n] for n in sorted(points)), cpus)
+    ordered = tuple(points[n] for n in sorted(points))
+    runs = (settings or {}).get("source") == "python -m bench"
+    stages: list[str] = []
+    for p in ordered:  # in the order they ran; measured at every size
+        stages += [name for name in p.stages if name not in stages and name != "generate"]
+    stages = [name for name in stages if all(name in p.stages for p in ordered)]
+    if runs:  # a pipeline run's index option is its resolved config: the planner's "ann"
+        settings = {**(settings or {}), "ann": (settings or {}).get("index")}
+    return Profile(str(source), settings or {}, ordered, cpus, stages=tuple(stages),
+                   heap_measured=not runs)
