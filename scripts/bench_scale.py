@@ -439,30 +439,21 @@ def previous(out: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
     return found
 
 
-def _positive(text: str) -> int:
-    """argparse type: an integer >= 1 (a bad value is one usage line and exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    from bench.scaling.__main__ import positive_int
+
     p = argparse.ArgumentParser(prog="bench_scale.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="runs/scale", help="folder for scale.json / scale.md")
-    p.add_argument("--sizes", type=_positive, nargs="+", default=[10_000, 100_000, 1_000_000],
+    p.add_argument("--sizes", type=positive_int, nargs="+", default=[10_000, 100_000, 1_000_000],
                    help="documents per size (~ chunks: documents are ~1 chunk long)")
-    p.add_argument("--queries", type=_positive, default=1000)
+    p.add_argument("--queries", type=positive_int, default=1000)
     p.add_argument("--embedder", default="onnx_paraphrase_l3", help="conf/embedder option")
     p.add_argument("--chunker", default="fixed_tokens", help="conf/chunker option")
     p.add_argument("--ann", default="ivf_flat", help="conf/index option, or none")
-    p.add_argument("--nprobe", type=_positive, default=16)
-    p.add_argument("--ef-search", type=_positive, default=64)
-    p.add_argument("--k", type=_positive, default=100)
-    p.add_argument("--shard-size", type=_positive, default=50_000)
+    p.add_argument("--nprobe", type=positive_int, default=16)
+    p.add_argument("--ef-search", type=positive_int, default=64)
+    p.add_argument("--k", type=positive_int, default=100)
+    p.add_argument("--shard-size", type=positive_int, default=50_000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--keep", action="store_true", help="keep each size's corpus and vectors")
     p.add_argument("--add", action="store_true",

@@ -34,7 +34,9 @@ from bench.scaling.profile import read_profile
 from bench.scaling.report import prediction_markdown, to_json, validation_markdown
 
 
-def _positive(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1, ``8,841,823`` or ``8_841_823`` too (a bad value is
+    argparse's usage and one line, exit 2)."""
     try:
         value = int(text.replace("_", "").replace(",", ""))
     except ValueError:
@@ -62,13 +64,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     plan = sub.add_parser("plan", help="predict wall time, peak memory and disk at a size")
     plan.add_argument("profile", help="bench_scale.py's --out folder or its scale.json")
     size = plan.add_mutually_exclusive_group(required=True)
-    size.add_argument("--chunks", type=_positive, help="the target corpus in chunks")
-    size.add_argument("--docs", type=_positive,
+    size.add_argument("--chunks", type=positive_int, help="the target corpus in chunks")
+    size.add_argument("--docs", type=positive_int,
                       help="the target corpus in documents (chunks per document: the profile's)")
-    plan.add_argument("--queries", type=_positive, help="default: the profile's")
+    plan.add_argument("--queries", type=positive_int, help="default: the profile's")
     plan.add_argument("--stated", help="the GPU box's gpu_check.json, or a YAML of rates "
                                        "stated for another machine")
-    plan.add_argument("--dim", type=_positive,
+    plan.add_argument("--dim", type=positive_int,
                       help="vectors of this width (bytes from the math; default: the profile's)")
     check = sub.add_parser("validate", help="predict each measured size from smaller ones")
     check.add_argument("profile")
