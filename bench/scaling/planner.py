@@ -254,7 +254,10 @@ def predict(profile: Profile, n_chunks: int, *, n_queries: int | None = None,
         stages.append(StagePrediction(stage, seconds, rss, anon, fit))
     disk = {name: _affine(xs, [float(p.disk_bytes.get(name, 0)) for p in pts])(n_chunks)
             for name in pts[-1].disk_bytes}
-    peak = _affine(xs, [float(p.peak_rss_bytes) for p in pts])(n_chunks)
+    # the process's peak is at least each stage's: a stage whose peak grows faster than the
+    # others' takes over at scale, which one line through the overall peaks cannot see
+    peak = max(_affine(xs, [float(p.peak_rss_bytes) for p in pts])(n_chunks),
+               max((s.peak_rss_bytes for s in stages), default=0.0))
     notes: list[str] = []
     if stated is not None:
         notes.append(f"stages with stated rates ({', '.join(sorted(stated.rates))}) from "
@@ -311,9 +314,14 @@ def memory_notes(pred: Prediction, stated: Stated | None, ram_bytes: int | None)
         ram_bytes, where = int(stated.memory_gb * 2**30), f"{stated.machine}'s stated"
     else:
         where = "this machine's"
-    if ram_bytes and pred.peak_anon_bytes > ram_bytes:
-        out.append(f"the predicted heap exceeds {where} memory ({ram_bytes / 2**30:.1f} GiB): "
-                   "index.on_disk=true or a compressed index (docs/performance.md)")
+    over = next((s for s in pred.stages if ram_bytes and s.peak_anon_bytes > ram_bytes), None)
+    if over is not None and ram_bytes:
+        what = "heap" if pred.heap_measured else "RSS (a run records no heap)"
+        why = ("index.on_disk=true or a compressed index (docs/performance.md)"
+               if ROLES.get(over.stage) in ("index", "ann", "exact") else
+               "this stage holds the corpus (its chunks, their texts or statistics) in memory")
+        out.append(f"the predicted {what} exceeds {where} memory ({ram_bytes / 2**30:.1f} "
+                   f"GiB) from {over.stage} on ({over.peak_anon_bytes / 2**30:.1f} GiB): {why}")
     elif ram_bytes and pred.peak_rss_bytes > ram_bytes:
         out.append(f"the predicted RSS exceeds {where} memory ({ram_bytes / 2**30:.1f} GiB) "
                    "only by memory-mapped pages: the kernel evicts them and reads them again")

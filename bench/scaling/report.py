@@ -47,10 +47,29 @@ def prediction_lines(profile: Profile, pred: Prediction) -> list[str]:
     return lines
 
 
+def settings_line(settings: dict[str, object]) -> str:
+    """The profile's options in a line: a resolved stage config by its class and the options
+    that set it apart (a pipeline run's), a scale-script option by its name."""
+    parts = []
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            target = value.get("_target_")
+            if not target:
+                continue  # a stage the runs did not use
+            opts = ", ".join(f"{k}={v}" for k, v in value.items()
+                             if k != "_target_" and v not in (None, [], {}, ""))
+            parts.append(f"{key} {str(target).rsplit('.', 1)[-1]}"
+                         + (f" ({opts})" if opts and len(opts) < 120 else ""))
+        elif value not in (None, {}, ""):
+            parts.append(f"{key} {value}")
+    return "; ".join(parts)
+
+
 def prediction_markdown(profile: Profile, pred: Prediction) -> str:
     out = [f"# Scale plan: {pred.n_chunks:,} chunks, {pred.n_queries:,} queries", "",
            f"Profile: {profile.source} ({', '.join(f'{p.n_chunks:,}' for p in profile.points)}"
-           f" chunks measured; {profile.settings}). Seconds: {pred.machine}.", "",
+           f" chunks measured; {settings_line(profile.settings)}). Seconds: {pred.machine}.",
+           "",
            "| stage | seconds | how | peak RSS | peak heap |", "|---|---:|---|---:|---:|"]
     for s in pred.stages:
         out.append(f"| {s.stage} | {num(s.seconds, spec=',.1f')} | {s.seconds_fit.describe()} | "

@@ -105,7 +105,10 @@ def test_stated_rates_replace_this_machines_seconds_stage_by_stage(tmp_path: Pat
     small = read_stated(_write(tmp_path / "s.yaml", "machine: m\nmemory_gb: 0.1\n"
                                                     "rates: {embed: 1}\n"))
     (note,) = memory_notes(pred, small, None)
-    assert note.startswith("the predicted heap exceeds m's stated memory (0.1 GiB)")
+    assert note.startswith("the predicted heap exceeds m's stated memory (0.1 GiB) from chunk "
+                           "on")  # the first stage over it, and what holds the memory there
+    assert note.endswith("this stage holds the corpus (its chunks, their texts or "
+                         "statistics) in memory")
 
 
 def _write(path: Path, text: str) -> Path:
