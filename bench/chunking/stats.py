@@ -102,6 +102,8 @@ class NearDupReport:
 
 
 _WORD = re.compile(r"\w+")
+#: chunks shingled and signed at a time by ``near_duplicates``
+SIGN_BATCH = 10_000
 
 
 def shingles(text: str, size: int) -> list[bytes]:
@@ -135,27 +137,39 @@ def near_duplicates(
     if shingle < 1:
         raise OptionError("shingle", f"must be >= 1 word, got {shingle}")
     try:
-        from datasketch import MinHash, MinHashLSH
+        from datasketch import LeanMinHash, MinHash, MinHashLSH
     except ImportError:
         raise MissingDependencyError("datasketch", "cpu", "near-duplicate detection") from None
 
     n = len(table)
-    grams = [shingles(t, shingle) for t in table.text]
-    rows = [i for i in range(n) if grams[i]]
-    hashes = MinHash.bulk((grams[i] for i in rows), num_perm=num_perm, seed=seed)
+    # The corpus is signed batch by batch: its shingles and MinHash objects live for one
+    # batch, only the signature matrix (num_perm words a chunk) and the LSH index for all
+    # (at 1M chunks every shingle list at once was ~4 GB of the pass's 6.6 GB peak)
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    sig: np.ndarray | None = None
+    signed = np.zeros(n, dtype=bool)
+    scheme = None
     with lsh.insertion_session() as session:
-        for i, mh in zip(rows, hashes, strict=True):
-            session.insert(i, mh, check_duplication=False)
-    # One signature matrix so each chunk's candidates are confirmed in one vectorised compare.
-    sig = np.zeros((n, num_perm), dtype=hashes[0].hashvalues.dtype if hashes else np.uint64)
-    for i, mh in zip(rows, hashes, strict=True):
-        sig[i] = mh.hashvalues
+        for b0 in range(0, n, SIGN_BATCH):
+            grams = [shingles(t, shingle) for t in table.text[b0:b0 + SIGN_BATCH]]
+            rows = [b0 + k for k, g in enumerate(grams) if g]
+            hashes = MinHash.bulk((g for g in grams if g), num_perm=num_perm, seed=seed)
+            if sig is None and hashes:
+                sig = np.zeros((n, num_perm), dtype=hashes[0].hashvalues.dtype)
+            for i, mh in zip(rows, hashes, strict=True):
+                session.insert(i, mh, check_duplication=False)
+                sig[i] = mh.hashvalues  # type: ignore[index]
+            signed[rows] = True
+            scheme = hashes[0].scheme if hashes else scheme
+            del grams, hashes
+    if sig is None:
+        sig = np.zeros((n, num_perm), dtype=np.uint64)
     doc = np.asarray(table.doc_idx)
     cross = np.zeros(n, dtype=bool)
     within = np.zeros(n, dtype=bool)
     found: list[NearDupPair] = []
-    for i, mh in zip(rows, hashes, strict=True):
+    for i in np.flatnonzero(signed).tolist():
+        mh = LeanMinHash(seed=seed, hashvalues=sig[i], scheme=scheme)  # its signature again
         cand = np.fromiter((j for j in lsh.query(mh) if j != i), dtype=np.int64)
         if len(cand) == 0:
             continue
