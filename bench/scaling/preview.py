@@ -82,7 +82,7 @@ def _chunks(store: ArtifactStore, stage: str, key: str) -> int | None:
 SAMPLE_DOCS = 500
 
 
-def _estimate(node: Node, dataset: Dataset) -> tuple[int, int]:
+def _estimate(node: Node, dataset: Dataset, n_chars: int) -> tuple[int, int]:
     """(estimated chunks, documents sampled): this plan's chunker on a seeded sample of the
     documents, its chunks per character times the corpus' characters (nothing is cached)."""
     import random
@@ -97,8 +97,7 @@ def _estimate(node: Node, dataset: Dataset) -> tuple[int, int]:
     table = node.op.chunker.chunk(sample, tokenizer=node.op.tokenizer)
     if len(sample) == len(docs) or chars == 0:
         return max(1, len(table)), len(sample)
-    total = sum(len(d.text) for d in docs)
-    return max(1, round(len(table) * total / chars)), len(sample)
+    return max(1, round(len(table) * n_chars / chars)), len(sample)
 
 
 def _under(the_plan: Plan, key: str) -> list[Node]:
@@ -141,8 +140,11 @@ def _other_options(profile: Profile, choices: Mapping[str, Any] | None) -> str |
         return None
     differ = [f"{group} {choices[group]} (profile: {profile.settings.get(setting)})"
               for setting, group in _COMPARED.items()
-              if group in choices and profile.settings.get(setting) not in (None, "none")
-              and str(choices[group]) != str(profile.settings.get(setting))]
+              # a scale script's option names compare with the plan's choices; a pipeline
+              # run's resolved configs do not (they are not names)
+              if group in choices and isinstance(profile.settings.get(setting), str)
+              and profile.settings.get(setting) != "none"
+              and str(choices[group]) != profile.settings.get(setting)]
     if not differ:
         return None
     return ("this plan's " + ", ".join(differ) + ": the seconds are the profile's options', "
@@ -176,7 +178,7 @@ def scale_preview(cfg: ScalePlanConfig, dataset: Dataset, the_plan: Plan,
         counted = _chunks(store, node.stage, key)
         how = "the cached chunk table's rows"
         if counted is None:
-            counted, sampled = _estimate(node, dataset)
+            counted, sampled = _estimate(node, dataset, n_chars)
             how = (f"estimated: this plan's chunker on {sampled:,} sampled documents, scaled "
                    f"by the corpus' {n_chars:,} characters (the chunks are not cached)")
         pred: Prediction = predict(profile, counted, n_queries=len(dataset.queries),
