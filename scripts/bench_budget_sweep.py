@@ -13,6 +13,7 @@ per-query identity of every surviving config of A against B (by config id), and 
 vs latency front of A against B's (nDCG@10 vs end-to-end p95 across every job's configs).
 
     flock /tmp/bench-cpu.lock python scripts/bench_budget_sweep.py OUT [hydra overrides...]
+    python scripts/bench_budget_sweep.py OUT --reuse   # the tables again from OUT's sweeps
 """
 
 from __future__ import annotations
@@ -38,9 +39,12 @@ def sweep(out: Path, name: str, extra: list[str]) -> tuple[float, list[Path]]:
     wall = time.perf_counter() - t0
     if rc not in (0, 3):
         raise SystemExit(f"sweep {name} exited {rc}: see {out / (name + '.log')}")
-    jobs = sorted((p for p in d.iterdir() if (p / "run.json").is_file()),
+    return wall, _jobs(d)
+
+
+def _jobs(d: Path) -> list[Path]:
+    return sorted((p for p in d.iterdir() if (p / "run.json").is_file()),
                   key=lambda p: int(p.name))
-    return wall, jobs
 
 
 def configs(jobs: list[Path]) -> list[dict]:
@@ -85,6 +89,34 @@ def front(jobs: list[Path], keep: set[tuple[str, str]] | None = None,
     return {k for k, f in zip(keys, flags, strict=True) if f}
 
 
+def report_front(jobs: list[Path], keep: set[tuple[str, str]] | None = None,
+                 metric: str = "ndcg@10") -> dict[tuple[str, str], str]:
+    """(job, config id) -> the merged report's verdict on the quality vs end-to-end p95
+    front (as ``bench.report.views.front`` draws it: front / tied / dominated / pruned) over
+    the configs run (``keep``: only these; the others count as pruned): a config off the
+    point-estimate front is dominated only where that is resolved (the paired CI of the
+    quality delta, or latency CIs that separate), else tied with the front."""
+    from bench.report.load import load_runs
+    from bench.report.pareto import FrontInput, quality_cost_front
+    from bench.report.views import cost_axes, paired_quality
+
+    merged = load_runs(jobs)
+    axis = cost_axes()[0]  # p95 latency (end to end), with its CI
+    by_key = {c.key: (c.run_dir.name, c.config_id) for c in merged.configs}
+    inputs = []
+    for c in merged.configs:
+        row = c.mean(metric, "all")
+        lo, hi = axis.ci(c) if axis.ci is not None else (None, None)
+        inputs.append(FrontInput(
+            c.key, None if row is None else row.mean, None if row is None else row.ci_low,
+            None if row is None else row.ci_high, axis.value(c),
+            pruned=not c.kept or (keep is not None and by_key[c.key] not in keep),
+            cost_ci_low=lo, cost_ci_high=hi))
+    points = quality_cost_front(inputs, higher_is_better=merged.higher_is_better(metric),
+                                paired=paired_quality(merged, metric))
+    return {by_key[p.key]: p.status for p in points}
+
+
 def _equal(a: dict[tuple[str, str], float], b: dict[tuple[str, str], float]) -> bool:
     """Same keys, same values (NaN equal to NaN: an undefined metric on both sides)."""
     return a.keys() == b.keys() and all(
@@ -96,12 +128,19 @@ def main() -> None:
     out = Path(sys.argv[1]).resolve()
     extra = sys.argv[2:]
     out.mkdir(parents=True, exist_ok=True)
-    wall_a, jobs_a = sweep(out, "A", extra)
-    # the experiment's ceilings lifted (budget=none would refuse its budget.* keys): no
-    # ceiling, nothing probed, nothing pruned
-    wall_b, jobs_b = sweep(out, "B", [*extra, "budget.max_embed_docs_s=null",
-                                      "budget.max_stage_p95_ms={}"])
-    wall_c, jobs_c = sweep(out, "C", [*extra, "budget.validate=true"])
+    walls = out / "walls.json"
+    if extra[:1] == ["--reuse"]:  # the tables again from OUT's finished sweeps
+        w = json.loads(walls.read_text())
+        wall_a, wall_b, wall_c = w["A"], w["B"], w["C"]
+        jobs_a, jobs_b, jobs_c = (_jobs(out / n) for n in "ABC")
+    else:
+        wall_a, jobs_a = sweep(out, "A", extra)
+        # the experiment's ceilings lifted (budget=none would refuse its budget.* keys): no
+        # ceiling, nothing probed, nothing pruned
+        wall_b, jobs_b = sweep(out, "B", [*extra, "budget.max_embed_docs_s=null",
+                                          "budget.max_stage_p95_ms={}"])
+        wall_c, jobs_c = sweep(out, "C", [*extra, "budget.validate=true"])
+        walls.write_text(json.dumps({"A": wall_a, "B": wall_b, "C": wall_c}))
     ca = configs(jobs_a)
     pruned = [c for c in ca if c["status"] == "pruned"]
     docs_a = probes(jobs_a)
@@ -149,6 +188,18 @@ def main() -> None:
     for k in sorted(front_a ^ (front_b - pruned_keys)):
         lines.append(f"- on one front only: job {k[0]} config {k[1]} "
                      f"({'A' if k in front_a else 'B'})")
+    # the report's verdicts (front / tied: not shown worse beyond its CIs; dominated), which
+    # is what a reader acts on: the survivors' verdicts in A against B's for the same configs
+    va, vb = report_front(jobs_a), report_front(jobs_b, set(kept))
+    both = [k for k in kept if k in va and k in vb]
+    top = {"front", "tied"}
+    moved = [k for k in both if (va[k] in top) != (vb[k] in top)]
+    lines += [f"the report's verdicts (front or tied vs dominated; B over A's survivors, on "
+              f"B's measurements) of the {len(both)} surviving configs, A vs B: "
+              f"**{len(both) - len(moved)} of {len(both)} equal**; not dominated: A "
+              f"{sum(va[k] in top for k in both)}, B {sum(vb[k] in top for k in both)}"]
+    for k in moved:
+        lines.append(f"- verdict moved: job {k[0]} config {k[1]}: A {va[k]}, B {vb[k]}")
     text = "\n".join(lines)
     print(text)
     (out / "budget_sweep.md").write_text(text + "\n")

@@ -29,12 +29,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import stats
 
 from bench.budget.chain import ChainBudget
 from bench.config.build import OptionError
+
+if TYPE_CHECKING:
+    from bench.scaling.planner import Stated
 
 #: the ceilings a StageBudget adds, by config key (for error lines and the preview)
 EMBED_CEILINGS = ("max_embed_docs_s", "max_embed_docs_cost")
@@ -147,6 +152,10 @@ class StageBudget(ChainBudget):
     max_gen_*: the generator (cost per request needs price_per_hour).
     validate: run every pruned config fully as well and report the probes' prediction
     errors (costs the work pruning would save: for checking a budget, not for saving).
+    stated: a file of another machine's figures (``bench.scaling.planner.read_stated``:
+    ``scripts/gpu_check.sh``'s gpu_check.json from a GPU box, or a YAML of rates): the work
+    saved and the probes' cost are also given at its rates (the corpus pass at its
+    embedding chunks/s); it prunes nothing.
     Every ChainBudget option applies too (its stage ceilings on embed_query and rerank are
     also checked before the corpus work, by the stage probes).
     """
@@ -178,6 +187,7 @@ class StageBudget(ChainBudget):
         max_cost_per_query: float | None = None,
         confidence: float = 0.95,
         resamples: int = 1000,
+        stated: str | None = None,
     ) -> None:
         super().__init__(probe_queries=probe_queries, seed=seed,
                          max_stage_p95_ms=max_stage_p95_ms, max_e2e_p95_ms=max_e2e_p95_ms,
@@ -210,6 +220,20 @@ class StageBudget(ChainBudget):
         self.validate = bool(validate)
         self.ceilings: Mapping[str, float] = {k: float(v) for k, v in ceilings.items()
                                               if v is not None}
+        self.stated = None if stated in (None, "") else str(stated)
+        if self.stated is not None:
+            self.stated_figures()  # a missing or bad file: one line, before any work
+
+    def stated_figures(self) -> Stated | None:
+        """The ``stated`` file's figures (None without one); a file that is missing or
+        malformed is an ``InputError`` naming it."""
+        from bench.scaling.planner import read_stated
+
+        if self.stated is None:
+            return None
+        if not Path(self.stated).is_file():
+            raise OptionError("stated", f"no such file: {self.stated}")
+        return read_stated(self.stated)
 
     @property
     def chain_probe_needed(self) -> bool:

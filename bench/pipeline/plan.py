@@ -272,13 +272,41 @@ def sweep_plan(jobs: list[tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, A
     lines = [f"sweep plan: {len(jobs)} jobs, {n_configs} configs, {len(nodes)} distinct nodes "
              f"({len(shared)} shared by several jobs; {len(cached)} of {len(cacheable)} "
              f"cacheable nodes already cached)"]
+    todo = [n for n in cacheable if not n["cached"]]
+    known = [float(n["last_cost_s"]) for n in todo if n.get("last_cost_s") is not None]
+    if todo:  # each distinct node once: what the whole sweep still computes
+        lines.append(f"to compute: ~{sum(known):.1f} s for the {len(known)} uncached nodes of "
+                     f"known cost" + (f", {len(todo) - len(known)} of unknown cost"
+                                      if len(todo) > len(known) else "")
+                     + " (the store's last computations of each node's stage and options)")
     if shared:
         lines.append("shared by several jobs (computed once):")
         for k in shared:
             n = nodes[k]
             state = ("cached" if n["cached"] else "to compute") if n["cacheable"] else "in memory"
-            lines.append(f"  {n['stage']}: {n['label']}  (key {k[:10]}; {state}; jobs "
-                         f"{', '.join(used_by[k])})")
+            extra = [f"~{n['last_cost_s']:.1f} s"] if n.get("last_cost_s") is not None else []
+            if n.get("pruned_by"):
+                extra.append("pruned if over " + ", ".join(n["pruned_by"]))
+            lines.append(f"  {n['stage']}: {n['label']}  (key {k[:10]}; {state}; "
+                         + "".join(f"{e}; " for e in extra)
+                         + f"jobs {', '.join(used_by[k])})")
+    probes: dict[str, dict[str, Any]] = {}
+    probe_jobs: dict[str, list[str]] = {}
+    for name, p in jobs:  # budget=stages: each probe an artifact, measured once per key
+        for pr in p.get("probes", ()):
+            probes.setdefault(pr["key"], pr)
+            probe_jobs.setdefault(pr["key"], []).append(name)
+    if probes:
+        shared_probes = [k for k, js in probe_jobs.items() if len(js) > 1]
+        lines.append(f"probes before paying: {len(probes)} distinct "
+                     f"({sum(len(js) for js in probe_jobs.values())} over the jobs; "
+                     f"{len(shared_probes)} shared by several jobs, measured once; "
+                     f"{sum(1 for pr in probes.values() if pr['cached'])} cached)")
+        for k in shared_probes:
+            pr = probes[k]
+            lines.append(f"  {pr['stage']}: {pr['label']}  (key {k[:10]}; "
+                         f"{'cached' if pr['cached'] else 'to measure'}; jobs "
+                         f"{', '.join(probe_jobs[k])})")
     for name, p in jobs:
         own = sum(1 for n in p["nodes"] if len(used_by[n["key"]]) == 1)
         lines.append(f"job {name}: {len(p['configs'])} configs, {len(p['nodes'])} nodes "
@@ -287,4 +315,6 @@ def sweep_plan(jobs: list[tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, A
             lines.append(f"  {c['config_id']}  {c['label']}  ({c['kind']})")
     merged = {"jobs": [{"job": name, "configs": p["configs"]} for name, p in jobs],
               "nodes": [{**n, "jobs": used_by[k]} for k, n in nodes.items()]}
+    if probes:
+        merged["probes"] = [{**pr, "jobs": probe_jobs[k]} for k, pr in probes.items()]
     return "\n".join(lines), merged

@@ -11,7 +11,7 @@ every config built on it goes too). Nothing is computed or loaded.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bench.budget.base import Budget
@@ -20,7 +20,7 @@ from bench.cache.events import read_events
 from bench.cache.store import ArtifactStore, canonical_json, read_meta
 from bench.pipeline.node import Node, Phase
 from bench.pipeline.plan import Plan, prune_node
-from bench.pipeline.probe_stages import stage_prunes
+from bench.pipeline.probe_stages import PlannedProbe, stage_prunes
 
 
 @dataclass(frozen=True)
@@ -131,3 +131,24 @@ class Preview:
 
 def preview(the_plan: Plan, store: ArtifactStore, budget: Budget | None) -> Preview:
     return Preview(last_costs(store, the_plan.nodes()), pruned_by(the_plan, budget))
+
+
+def probe_lines(the_plan: Plan, probes: Sequence[PlannedProbe], assumed: bool) -> list[str]:
+    """plan.txt's section on the budget's probes: each one's artifact (a multirun's jobs
+    that share its key measure it once), whether the store has it, what a breach prunes."""
+    by_key = {n.key: n for n in the_plan.nodes()}
+    cached = sum(1 for p in probes if p.cached)
+    out = [f"probes before paying: {len(probes)} ({cached} cached; each an artifact keyed "
+           "like a node, measured once per key across a sweep's jobs)"]
+    for p in probes:
+        n_configs = sum(1 for c in the_plan.configs
+                        if any(n.key in set(p.prunes) for n in c.chain))
+        targets = ", ".join(f"{by_key[k].stage}[{k[:6]}]" for k in p.prunes[:3] if k in by_key)
+        more = f" +{len(p.prunes) - 3}" if len(p.prunes) > 3 else ""
+        out.append(f"  {p.stage}: {p.label}  (key {p.key[:10]}; "
+                   f"{'cached' if p.cached else 'to measure'}; a breach prunes {targets}{more}: "
+                   f"{n_configs} configs)")
+    if assumed:
+        out.append("  (the corpus's chunks are not cached: the embedding and index probes' "
+                   "keys assume at least probe_chunks chunks)")
+    return out

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from bench.pipeline.components import Components
     from bench.pipeline.latency import Request
     from bench.pipeline.plan import Plan
+    from bench.scaling.planner import Stated
 
 log = logging.getLogger("bench")
 
@@ -97,6 +98,10 @@ class StageProbe:
     cached: bool = False
     #: the rerank depth (rerank probes)
     depth: int | None = None
+    #: the embedding probe's work in chunks: the corpus's, and the probe's own (its sample
+    #: and the warm-up batch), for the work saved at a stated machine's rate
+    corpus_chunks: int | None = None
+    probe_chunks: int | None = None
 
     @property
     def over(self) -> StageCheck | None:
@@ -113,6 +118,8 @@ class StageProbeOutcome:
     pruned: dict[str, str] = field(default_factory=dict)
     wall_s: float = 0.0
     validate: bool = False
+    #: the budget's ``stated`` machine figures (``StageBudget.stated_figures``)
+    stated: Stated | None = None
 
 
 # ---------------------------------------------------------------- checks before any work
@@ -158,6 +165,153 @@ def stage_prunes(budget: object, the_plan: Plan) -> list[tuple[Node, str]]:
         assert c.answers is not None
         out += [(c.answers, f"budget.{k}") for k in budget.set_ceilings(GEN_CEILINGS)]
     return out
+
+
+# ------------------------------------------- what is probed, and each probe's artifact key
+
+
+def _kinds(budget: StageBudget, the_plan: Plan, is_cached: Callable[[Node], bool]
+           ) -> set[str]:
+    """The probe kinds a run makes: a kind a ceiling reads (or every kind with ``validate``)
+    whose node this run would compute; the index probe needs the embedding probe's vectors,
+    so it brings that probe along."""
+    out = set()
+    fresh = budget.validate or not is_cached(the_plan.embed_docs)
+    want_embed = _wanted(budget, EMBED_CEILINGS) and fresh
+    want_index = (_uses(the_plan, the_plan.index) and _wanted(budget, INDEX_CEILINGS)
+                  and (budget.validate or not is_cached(the_plan.index)))
+    if _uses(the_plan, the_plan.embed_docs) and (want_embed or want_index):
+        out.add("embed_docs")
+        if want_index:
+            out.add("index")
+    if _uses(the_plan, the_plan.embed_queries) and _wanted(
+            budget, ["max_stage_p95_ms.embed_query"]):
+        out.add("embed_query")
+    if _wanted(budget, ["max_stage_p95_ms.rerank"]) and _rerank_depths(the_plan):
+        out.add("rerank")
+    if _wanted(budget, GEN_CEILINGS) and _generated(the_plan):
+        out.add("generate")
+    return out
+
+
+def _embed_docs_params(budget: StageBudget, emb: Any, n_total: int) -> dict[str, Any]:
+    from bench.embedding.base import ShardableEmbedder
+
+    # the corpus pass's own batch size (a CPU's throughput depends on it), but >= 4 batches
+    # for the bootstrap
+    bs = emb.batch_size if isinstance(emb, ShardableEmbedder) else 32
+    bs = max(1, min(bs, min(budget.probe_chunks, n_total) // 4))
+    return {"embedder": emb.cache_params(), "probe_chunks": budget.probe_chunks,
+            "seed": budget.seed, "batch": bs}
+
+
+def _embed_query_params(budget: StageBudget, emb: Any) -> dict[str, Any]:
+    return {"embedder": emb.cache_params(), "queries": budget.probe_queries,
+            "seed": budget.seed}
+
+
+def _index_params(budget: StageBudget, op: Any, n: int) -> dict[str, Any]:
+    """``n``: the embedding probe's sample vectors (min(probe_chunks, corpus chunks))."""
+    return {"index": op.params(), "sizes": sorted({max(n // 4, 2), max(n // 2, 3), n}),
+            "repeats": budget.index_build_repeats, "probe_chunks": budget.probe_chunks,
+            "seed": budget.seed}
+
+
+def _rerank_depths(the_plan: Plan) -> dict[int, list[ConfigSpec]]:
+    by_depth: dict[int, list[ConfigSpec]] = {}
+    for c in the_plan.configs:
+        if c.kind is ConfigKind.RERANKED and "depth" in c.params:
+            by_depth.setdefault(int(c.params["depth"]), []).append(c)
+    return by_depth
+
+
+def _rerank_params(budget: StageBudget, reranker: Any, depths: Sequence[int], n_queries: int
+                   ) -> dict[str, Any]:
+    return {"reranker": reranker.cache_params(), "depths": list(depths), "queries": n_queries,
+            "seed": budget.seed, "indexed": isinstance(reranker, IndexedReranker)}
+
+
+def _generate_params(budget: StageBudget, gop: Any, builder: Any) -> dict[str, Any]:
+    return {"generator": gop.generator.cache_params(), "sampling": asdict(gop.sampling),
+            "builder": builder.cache_params(), "requests": budget.probe_requests,
+            "seed": budget.seed}
+
+
+@dataclass(frozen=True)
+class PlannedProbe:
+    """A probe the run will make (or load), as a node of the plan: its artifact's stage and
+    key (the store's: a multirun's jobs that share it compute it once), the nodes it reads,
+    the nodes a breach prunes, and whether the store has it already."""
+
+    stage: str
+    key: str
+    label: str
+    inputs: tuple[str, ...]
+    prunes: tuple[str, ...]
+    cached: bool
+
+
+def planned_probes(comps: Components, the_plan: Plan, executor: Executor,
+                   n_queries: int, n_chunks: int | None) -> tuple[list[PlannedProbe], bool]:
+    """The probes ``probe_stages`` would make, with their artifact keys, without computing
+    anything (``plan_only``). ``n_chunks``: the corpus's chunk count if known (cached
+    chunks), else taken as at least ``probe_chunks`` (the embedding and index probes' keys
+    hold the sample's size). Returns the probes and whether that assumption was made."""
+    from bench.cache.store import make_key
+    from bench.context.base import JudgedContextBuilder
+    from bench.embedding.stage import EmbedOp
+    from bench.generation.stage import ContextOp
+
+    budget = comps.budget
+    if not isinstance(budget, StageBudget) or not the_plan.configs:
+        return [], False
+    kinds = _kinds(budget, the_plan, executor.is_cached)
+    out: list[PlannedProbe] = []
+    assumed = n_chunks is None and bool(kinds & {"embed_docs", "index"})
+    n_total = budget.probe_chunks if n_chunks is None else n_chunks
+
+    def add(stage: str, params: Mapping[str, Any], inputs: Sequence[Node], label: str,
+            prunes: Sequence[str]) -> str:
+        key = make_key(stage, _VERSION, params, [n.key for n in inputs])
+        out.append(PlannedProbe(stage, key, label, tuple(n.key for n in inputs),
+                                tuple(dict.fromkeys(prunes)),
+                                executor.store.lookup(stage, key) is not None))
+        return key
+
+    if "embed_docs" in kinds:
+        node = the_plan.embed_docs
+        assert isinstance(node.op, EmbedOp)
+        add("probe_embed_docs", _embed_docs_params(budget, node.op.embedder, n_total),
+            [the_plan.chunk], node.label, [node.key])
+        if "index" in kinds:
+            node = the_plan.index
+            add("probe_index", _index_params(budget, node.op, min(budget.probe_chunks,
+                                                                   n_total)),
+                [the_plan.embed_docs], node.label, [node.key])
+    if "embed_query" in kinds:
+        node = the_plan.embed_queries
+        assert isinstance(node.op, EmbedOp)
+        add("probe_embed_query", _embed_query_params(budget, node.op.embedder),
+            [the_plan.data], node.label, [node.key])
+    if "rerank" in kinds and comps.reranker is not None:
+        by_depth = _rerank_depths(the_plan)
+        add("probe_rerank", _rerank_params(budget, comps.reranker, sorted(by_depth),
+                                           min(budget.probe_queries, 20, n_queries)),
+            [the_plan.chunk, the_plan.data],
+            f"{getattr(comps.reranker, 'name', 'reranker')} at depths "
+            f"{', '.join(map(str, sorted(by_depth)))}",
+            [c.leaf.key for cs in by_depth.values() for c in cs])
+    if "generate" in kinds:
+        gen_specs = _generated(the_plan)
+        answers = gen_specs[0].answers
+        assert answers is not None
+        cop = answers.input("contexts").op
+        assert isinstance(cop, ContextOp)
+        if not isinstance(cop.builder, JudgedContextBuilder):  # not probed (see the runner)
+            add("probe_generate", _generate_params(budget, answers.op, cop.builder),
+                [the_plan.chunk, the_plan.data], answers.label.rsplit(">", 1)[-1],
+                [c.answers.key for c in gen_specs if c.answers is not None])
+    return out, assumed
 
 
 # ---------------------------------------------------------------------- probe runners
@@ -211,7 +365,6 @@ def _embed_probe(budget: StageBudget, the_plan: Plan, executor: Executor,
                  chunks: ChunkTable) -> tuple[StageProbe, np.ndarray]:
     """The corpus pass's seconds (and price) from a seeded, length-sorted chunk sample; the
     sample's vectors (for the index probe)."""
-    from bench.embedding.base import ShardableEmbedder
     from bench.embedding.stage import EmbedOp
 
     node = the_plan.embed_docs
@@ -227,10 +380,8 @@ def _embed_probe(budget: StageBudget, the_plan: Plan, executor: Executor,
     tokens = np.asarray(chunks.n_tokens, dtype=np.int64)
     # the corpus pass batches longest first: probe batches of alike lengths, as it does
     idx = idx[np.argsort(-tokens[idx], kind="stable")]
-    # the corpus pass's own batch size (a CPU's throughput depends on it), but >= 4 batches
-    # for the bootstrap
-    bs = emb.batch_size if isinstance(emb, ShardableEmbedder) else 32
-    bs = max(1, min(bs, len(idx) // 4))
+    params = _embed_docs_params(budget, emb, n_total)
+    bs = int(params["batch"])
 
     def measure(tmp: Path) -> dict[str, Any]:
         texts = [chunks.text[int(i)] for i in idx]
@@ -246,11 +397,8 @@ def _embed_probe(budget: StageBudget, the_plan: Plan, executor: Executor,
         np.save(tmp / "vectors.npy", out)
         return {"seconds": secs, "units": units, "n": len(texts)}
 
-    raw, hit, spent = _cached_json(
-        executor, "probe_embed_docs",
-        {"embedder": emb.cache_params(), "probe_chunks": budget.probe_chunks,
-         "seed": budget.seed, "batch": bs},
-        [the_plan.chunk.key], measure)
+    raw, hit, spent = _cached_json(executor, "probe_embed_docs", params,
+                                   [the_plan.chunk.key], measure)
     total_units = float(tokens.sum() + n_total)
     how = (f"{raw['n']} of {n_total} chunks encoded in {len(raw['seconds'])} length-sorted "
            f"batches of {bs} after a warm-up batch; seconds per token x {int(total_units)} "
@@ -267,7 +415,8 @@ def _embed_probe(budget: StageBudget, the_plan: Plan, executor: Executor,
                                     "max_embed_docs_cost": "embed_docs_cost"})
     vectors = np.load(Path(raw["_dir"]) / "vectors.npy")
     return StageProbe("embed_docs", node.label, (node.key,), tuple(ests), checks,
-                      probe_s=spent, cached=hit), vectors
+                      probe_s=spent, cached=hit, corpus_chunks=n_total,
+                      probe_chunks=int(raw["n"]) + min(bs, int(raw["n"]))), vectors
 
 
 def _query_probe(budget: StageBudget, the_plan: Plan, executor: Executor, dataset: Dataset
@@ -288,10 +437,9 @@ def _query_probe(budget: StageBudget, the_plan: Plan, executor: Executor, datase
             ms.append((time.perf_counter() - t0) * 1000.0)
         return {"ms": ms}
 
-    raw, hit, spent = _cached_json(
-        executor, "probe_embed_query",
-        {"embedder": op.embedder.cache_params(), "queries": budget.probe_queries,
-         "seed": budget.seed}, [the_plan.data.key], measure)
+    raw, hit, spent = _cached_json(executor, "probe_embed_query",
+                                   _embed_query_params(budget, op.embedder),
+                                   [the_plan.data.key], measure)
     est = sample_estimate(np.asarray(raw["ms"]), "p95", confidence=budget.confidence,
                           resamples=budget.resamples, seed=budget.seed,
                           name="embed_query_p95_ms",
@@ -310,8 +458,8 @@ def _index_probe(budget: StageBudget, the_plan: Plan, executor: Executor,
     node = the_plan.index
     op = node.op
     assert isinstance(op, IndexOp)
-    n = len(vectors)
-    sizes = sorted({max(n // 4, 2), max(n // 2, 3), n})
+    params = _index_params(budget, op, len(vectors))
+    sizes = list(params["sizes"])
 
     def measure(tmp: Path) -> dict[str, Any]:
         ns, secs, nbytes = [], [], []
@@ -330,11 +478,8 @@ def _index_probe(budget: StageBudget, the_plan: Plan, executor: Executor,
 
     label = node.label
     try:
-        raw, hit, spent = _cached_json(
-            executor, "probe_index",
-            {"index": op.params(), "sizes": sizes, "repeats": budget.index_build_repeats,
-             "probe_chunks": budget.probe_chunks, "seed": budget.seed},
-            [the_plan.embed_docs.key], measure)
+        raw, hit, spent = _cached_json(executor, "probe_index", params,
+                                       [the_plan.embed_docs.key], measure)
     except (OptionError, ConfigError, RuntimeError, ValueError, OSError) as exc:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         log.warning("budget probe index %s: failed on the sample (%s); not pruned", label, why)
@@ -358,10 +503,7 @@ def _rerank_probes(budget: StageBudget, comps: Components, the_plan: Plan,
                    executor: Executor, dataset: Dataset, chunks: ChunkTable
                    ) -> list[StageProbe]:
     reranker = comps.reranker
-    by_depth: dict[int, list[ConfigSpec]] = {}
-    for c in the_plan.configs:
-        if c.kind is ConfigKind.RERANKED and "depth" in c.params:
-            by_depth.setdefault(int(c.params["depth"]), []).append(c)
+    by_depth = _rerank_depths(the_plan)
     if reranker is None or not by_depth:
         return []
 
@@ -396,11 +538,9 @@ def _rerank_probes(budget: StageBudget, comps: Components, the_plan: Plan,
                     out.setdefault(str(dep), []).append((time.perf_counter() - t0) * 1000.0)
         return {"ms": out}
 
-    raw, hit, spent = _cached_json(
-        executor, "probe_rerank",
-        {"reranker": reranker.cache_params(), "depths": depths, "queries": len(picked),
-         "seed": budget.seed, "indexed": indexed},
-        [the_plan.chunk.key, the_plan.data.key], measure)
+    raw, hit, spent = _cached_json(executor, "probe_rerank",
+                                   _rerank_params(budget, reranker, depths, len(picked)),
+                                   [the_plan.chunk.key, the_plan.data.key], measure)
     out = []
     for i, d in enumerate(depths):
         est = sample_estimate(np.asarray(raw["ms"][str(d)]), "p95",
@@ -479,11 +619,9 @@ def _generate_probe(budget: StageBudget, the_plan: Plan, executor: Executor,
                           "e2e_ms": g.e2e_ms, "tokens": g.prompt_tokens + g.output_tokens}
                          for g in gens], "peak_bytes": peak, "peak_measure": measure_kind}
 
-    raw, hit, spent = _cached_json(
-        executor, "probe_generate",
-        {"generator": gop.generator.cache_params(), "sampling": asdict(gop.sampling),
-         "builder": builder.cache_params(), "requests": budget.probe_requests,
-         "seed": budget.seed}, [the_plan.chunk.key, the_plan.data.key], measure)
+    raw, hit, spent = _cached_json(executor, "probe_generate",
+                                   _generate_params(budget, gop, builder),
+                                   [the_plan.chunk.key, the_plan.data.key], measure)
     ok = [g for g in raw["gens"] if g["status"] == "ok"]
     if not ok:
         return StageProbe("generate", label, keys, status="failed: no probe request answered",
@@ -535,22 +673,17 @@ def probe_stages(comps: Components, the_plan: Plan, executor: Executor, dataset:
     t0 = time.perf_counter()
     chunks: ChunkTable = executor.value(the_plan.chunk)
     probes: list[StageProbe] = []
-    fresh = budget.validate or not executor.is_cached(the_plan.embed_docs)
-    want_embed = _wanted(budget, EMBED_CEILINGS) and fresh
-    want_index = (_uses(the_plan, the_plan.index) and _wanted(budget, INDEX_CEILINGS)
-                  and (budget.validate or not executor.is_cached(the_plan.index)))
-    if _uses(the_plan, the_plan.embed_docs) and (want_embed or want_index):
-        # the index probe builds on the embedding probe's sample vectors
+    kinds = _kinds(budget, the_plan, executor.is_cached)
+    if "embed_docs" in kinds:  # the index probe builds on its sample vectors
         embed, vectors = _embed_probe(budget, the_plan, executor, chunks)
         probes.append(embed)
-        if want_index:
+        if "index" in kinds:
             probes.append(_index_probe(budget, the_plan, executor, vectors, len(chunks)))
-    if _uses(the_plan, the_plan.embed_queries) and _wanted(
-            budget, ["max_stage_p95_ms.embed_query"]):
+    if "embed_query" in kinds:
         probes.append(_query_probe(budget, the_plan, executor, dataset))
-    if _wanted(budget, ["max_stage_p95_ms.rerank"]):
+    if "rerank" in kinds:
         probes.extend(_rerank_probes(budget, comps, the_plan, executor, dataset, chunks))
-    if _wanted(budget, GEN_CEILINGS):
+    if "generate" in kinds:
         gen = _generate_probe(budget, the_plan, executor, dataset, chunks, device)
         if gen is not None:
             probes.append(gen)
@@ -564,7 +697,8 @@ def probe_stages(comps: Components, the_plan: Plan, executor: Executor, dataset:
         log.info("budget probe %-11s %s: %s — %s%s", p.kind, p.label,
                  "PRUNED" if over is not None else "keep", line,
                  " (measurements from the cache)" if p.cached else f" ({p.probe_s:.2f} s)")
-    return StageProbeOutcome(tuple(probes), pruned, time.perf_counter() - t0, budget.validate)
+    return StageProbeOutcome(tuple(probes), pruned, time.perf_counter() - t0, budget.validate,
+                             budget.stated_figures())
 
 
 # ------------------------------------------------------------------ report and validation
@@ -647,6 +781,34 @@ def validation_rows(outcome: StageProbeOutcome, the_plan: Plan, executor: Execut
     return rows
 
 
+def stated_work(outcome: StageProbeOutcome, by_kind: Mapping[str, float]) -> dict[str, Any]:
+    """The work saved and the probes' cost at the budget's stated machine's rates: the
+    corpus pass (and the embedding probe) at its embedding chunks/s; a kind it states no
+    rate for is listed in ``not_stated`` with this machine's seconds, not converted."""
+    stated = outcome.stated
+    assert stated is not None
+    rate = stated.rates.get("embed")
+    embeds = [p for p in outcome.probes if p.kind == "embed_docs"]
+    saved: dict[str, float] = {}
+    not_stated = {k: v for k, v in by_kind.items() if k != "embed_docs" or rate is None}
+    if rate is not None and "embed_docs" in by_kind:
+        saved["embed_docs"] = sum((p.corpus_chunks or 0) / rate for p in embeds
+                                  if p.over is not None)
+    probe_cost = None
+    if rate is not None:  # the embedding probe's chunks at the rate; the others have none
+        probe_cost = sum((p.probe_chunks or 0) / rate for p in embeds if not p.cached)
+    return {
+        "machine": stated.machine, "source": stated.source, "rates": dict(stated.rates),
+        "seconds_saved": sum(saved.values()), "seconds_saved_by_kind": saved,
+        "not_stated": not_stated,
+        "embed_probe_cost_s": probe_cost,
+        "how": "the pruned corpus passes' chunks / the stated embedding rate (chunks/s); "
+               "the embedding probe's own chunks (its sample and warm-up batch) at the same "
+               "rate; kinds without a stated rate (index build, generation) are in "
+               "not_stated with this machine's predicted seconds",
+    }
+
+
 def report(probe: ProbeOutcome, the_plan: Plan, executor: Executor, run_dir: Path,
            requests: Sequence[Request] = ()) -> dict[str, Any] | None:
     """Write ``budget_probes.json`` (None without stage probes). With ``validate``, the chain
@@ -656,18 +818,19 @@ def report(probe: ProbeOutcome, the_plan: Plan, executor: Executor, run_dir: Pat
     if outcome is None or not outcome.probes:
         return None
     probes = []
-    saved_s = 0.0
+    by_kind: dict[str, float] = {}
     for p in outcome.probes:
         over = p.over
         if over is not None:
             for name in ("embed_docs_s", "index_build_s"):
                 e = p.estimate(name)
-                saved_s += e.predicted if e is not None else 0.0
+                if e is not None:
+                    by_kind[p.kind] = by_kind.get(p.kind, 0.0) + e.predicted
             e = p.estimate("gen_request_p95_ms")
             if e is not None and p.kind == "generate":
                 n_req = sum(len(getattr(n.input("contexts").op, "subset", ()))
                             for c in _generated(the_plan) if (n := c.answers) is not None)
-                saved_s += e.predicted * n_req / 1000.0
+                by_kind["generate"] = e.predicted * n_req / 1000.0
         probes.append({
             "kind": p.kind, "label": p.label, "status": p.status, "depth": p.depth,
             "probe_s": p.probe_s, "from_cache": p.cached,
@@ -681,12 +844,15 @@ def report(probe: ProbeOutcome, the_plan: Plan, executor: Executor, run_dir: Pat
         "probe_cost_s": sum(p.probe_s for p in outcome.probes),
         "configs": len(the_plan.configs),
         "configs_pruned": len(_configs_pruned(the_plan, list(outcome.pruned))),
-        "seconds_saved_predicted": saved_s,
+        "seconds_saved_predicted": sum(by_kind.values()),
+        "seconds_saved_by_kind": by_kind,
         "how": "seconds saved = the probes' predictions of the pruned nodes (corpus "
                "embedding, index build, generation requests x answered queries); probe cost = "
                "this run's probing seconds (0 for measurements loaded from the cache)",
         "validate": outcome.validate,
     }
+    if outcome.stated is not None:
+        doc["stated"] = stated_work(outcome, by_kind)
     if outcome.validate:
         rows = (validation_rows(outcome, the_plan, executor)
                 + chain_validation_rows(probe, requests))

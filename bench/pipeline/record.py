@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -83,6 +83,9 @@ from bench.telemetry.base import (
 )
 from bench.telemetry.basic import peak_rss_bytes
 
+if TYPE_CHECKING:
+    from bench.pipeline.probe_stages import PlannedProbe
+
 log = logging.getLogger("bench")
 
 
@@ -132,16 +135,27 @@ def telemetry_json(telemetry: Telemetry) -> dict[str, Any]:
             else {})
 
 
-def budget_json(done: Executed) -> dict[str, Any] | None:
-    """run.json's ``budget``: the budget, each config's probe, and the work pruning saved."""
+def budget_json(done: Executed, run_dir: Path) -> dict[str, Any] | None:
+    """run.json's ``budget``: the budget, each config's probe, and the work pruning saved
+    (the chain's; and the stage probes', from ``budget_probes.json``, written before)."""
+    from bench.budget.stages import StageBudget
+    from bench.pipeline.probe_stages import PROBES_FILE
+
     if done.probe is None or done.probe.budget is None:
         return None
     b = done.probe.budget
-    return {"budget": type(b).__name__, "settings": dict(vars(b)),
-            "sample_query_ids": list(done.probe.sample_query_ids),
-            "probes": probe_json(done.probe),
-            "work_saved": work_saved(done.plan, done.executor, done.probe,
-                                     len(done.dataset.queries))}
+    out = {"budget": type(b).__name__, "settings": dict(vars(b)),
+           "sample_query_ids": list(done.probe.sample_query_ids),
+           "probes": probe_json(done.probe),
+           "work_saved": work_saved(done.plan, done.executor, done.probe,
+                                    len(done.dataset.queries))}
+    stages = run_dir / PROBES_FILE
+    if isinstance(b, StageBudget) and stages.is_file():
+        doc = json.loads(stages.read_text())
+        out["stage_probes"] = {k: doc.get(k) for k in (
+            "configs_pruned", "seconds_saved_predicted", "seconds_saved_by_kind",
+            "probe_cost_s", "wrong_prunes", "stated")}
+    return out
 
 
 def write_trec_run(path: Path, dataset: Dataset, hits: Hits, *, tag: str) -> None:
@@ -440,7 +454,7 @@ def write_results(done: Executed, run_dir: Path, comparisons: list[Comparison],
                             "reason": r.failed_reason} for r in reports if r.failed_reason],
         "resources": [s.__dict__ for s in done.telemetry.samples],
         **telemetry_json(done.telemetry),
-        "budget": budget_json(done),
+        "budget": budget_json(done, run_dir),
         "peak_rss_bytes": peak_rss_bytes(),
         "filter_decisions": [asdict(d) for d in decisions],
         "preregistered_decisions": [asdict(d) for d in registered],
@@ -543,11 +557,13 @@ def write_mteb_files(run_dir: Path, dataset: Dataset, rows: list[SummaryRow],
 
 def write_plan(the_plan: Plan, executor: Executor, run_dir: Path,
                budget: Budget | None = None,
-               scale: tuple[Sequence[str], Sequence[Mapping[str, object]]] = ((), ())) -> str:
+               scale: tuple[Sequence[str], Sequence[Mapping[str, object]]] = ((), ()),
+               probes: tuple[Sequence[PlannedProbe], bool] = ((), False)) -> str:
     """plan.txt / plan.json of ``plan_only=true``: the graph, with per node whether the
     cache has it, its cost from the store's log and the budget ceilings that prune it;
-    ``scale``: the scale planner's lines and entries (``bench.scaling.preview``), if any."""
-    from bench.pipeline.preview import preview
+    ``scale``: the scale planner's lines and entries (``bench.scaling.preview``), if any;
+    ``probes``: the budget's probes before paying (``planned_probes``), if any."""
+    from bench.pipeline.preview import preview, probe_lines
 
     view = preview(the_plan, executor.store, budget)
     seconds, known, unknown = view.to_compute(the_plan, executor.is_cached)
@@ -556,10 +572,14 @@ def write_plan(the_plan: Plan, executor: Executor, run_dir: Path,
               + " (the store's last computations of each node's stage and options)",
               *scale[0])
     text = the_plan.render(executor.is_cached, view.notes, header)
+    if probes[0]:
+        text += "\n" + "\n".join(probe_lines(the_plan, *probes))
     (run_dir / "plan.txt").write_text(text + "\n")
     body = the_plan.to_json(executor.is_cached, view.fields)
     if scale[1]:  # only with scale_plan.profile: plan.json is unchanged without it
         body["scale_plan"] = list(scale[1])
+    if probes[0]:  # only with budget=stages probes to make
+        body["probes"] = [asdict(p) for p in probes[0]]
     write_json(run_dir / "plan.json", body)
     return text
 

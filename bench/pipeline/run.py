@@ -109,10 +109,14 @@ def run(cfg: DictConfig, run_dir: Path) -> RunResult:
 
         check_dataset(p.settings.robustness, p.dataset)
     if p.settings.plan_only:
-        from bench.scaling.preview import scale_preview
+        from bench.pipeline.probe_stages import planned_probes
+        from bench.scaling.preview import cached_chunk_count, scale_preview
 
         scale = scale_preview(p.settings.scale_plan, p.dataset, p.plan, p.executor.store)
-        text = write_plan(p.plan, p.executor, run_dir, p.comps.budget, scale)
+        probes = planned_probes(p.comps, p.plan, p.executor, len(p.dataset.queries),
+                                cached_chunk_count(p.executor.store, p.plan.chunk.stage,
+                                                   p.plan.chunk.key))
+        text = write_plan(p.plan, p.executor, run_dir, p.comps.budget, scale, probes)
         return RunResult(run_dir, p.run_id, 0, (), plan_text=text)
     check_served_embedder(p.comps, p.plan, p.executor)  # before any work, not in a plan
     log.info("plan: %d configs over %d nodes", len(p.plan.configs), len(p.plan.nodes()))

@@ -333,6 +333,30 @@ def _pruning(merged: Merged) -> Section:
                                               True)))
     else:
         sec.notes.append("No budget in these runs: nothing was probed or pruned.")
+    stage_rows = []
+    for r in merged.runs:
+        b = r.manifest.get("budget")
+        sp = b.get("stage_probes") if isinstance(b, dict) else None
+        if not isinstance(sp, dict):
+            continue
+        kinds = ", ".join(f"{k} {v:.1f}" for k, v in (sp.get("seconds_saved_by_kind") or {})
+                          .items() if isinstance(v, int | float))
+        st_raw = sp.get("stated")
+        st: dict[str, Any] = st_raw if isinstance(st_raw, dict) else {}
+        stage_rows.append(((r.name, r.name), _cell(sp.get("configs_pruned")),
+                           cell(sp.get("seconds_saved_predicted"), 1), _cell(kinds or "-"),
+                           cell(sp.get("probe_cost_s"), 1), _cell(st.get("machine") or "-"),
+                           cell(st.get("seconds_saved"), 2),
+                           cell(st.get("embed_probe_cost_s"), 2)))
+    if stage_rows:
+        sec.children.append(Section("Probed before paying (budget=stages)", tables=[Table(
+            ("run", "configs pruned", "seconds saved (pred.)", "by kind", "probe s",
+             "stated machine", "corpus passes saved there s", "embedding probe there s"),
+            tuple(stage_rows), (False, True, True, False, True, False, True, True))],
+            notes=["Seconds saved: the probes' predictions of the pruned nodes on this "
+                   "machine (budget_probes.json). On the stated machine (budget.stated): the "
+                   "pruned corpus passes' chunks at its stated embedding rate; index builds and "
+                   "generation have no stated rate and are not converted."]))
     return sec
 
 

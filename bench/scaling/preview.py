@@ -69,7 +69,8 @@ def check_scale_plan(cfg: Mapping[str, Any]) -> ScaleInputs | None:
     return ScaleInputs(profile, stated, str(method))
 
 
-def _chunks(store: ArtifactStore, stage: str, key: str) -> int | None:
+def cached_chunk_count(store: ArtifactStore, stage: str, key: str) -> int | None:
+    """The chunk count of a cached chunks artifact (its Parquet metadata), else None."""
     import pyarrow.parquet as pq
 
     found = store.lookup(stage, key)
@@ -175,7 +176,7 @@ def scale_preview(cfg: ScalePlanConfig, dataset: Dataset, the_plan: Plan,
     lines: list[str] = []
     entries: list[dict[str, Any]] = []
     for key, node in chunk_nodes.items():
-        counted = _chunks(store, node.stage, key)
+        counted = cached_chunk_count(store, node.stage, key)
         how = "the cached chunk table's rows"
         if counted is None:
             counted, sampled = _estimate(node, dataset, n_chars)

@@ -97,6 +97,34 @@ def test_embedding_ceiling_prunes_before_the_corpus_is_embedded(compose_cfg,  # 
     assert doc2["probes"][0]["estimates"] == embed["estimates"]
 
 
+def test_stated_machine_gives_the_work_saved_at_its_rate(compose_cfg, tmp_path: Path  # type: ignore[no-untyped-def]
+                                                        ) -> None:
+    stated = tmp_path / "box.yaml"
+    stated.write_text("machine: a stated GPU box\nrates: {embed: 2000}\n")
+    res = run(compose_cfg([*BASE, f"cache_dir={tmp_path / 'cache'}", "budget=stages",
+                           "budget.max_embed_docs_s=1e-9", f"budget.stated={stated}"]),
+              tmp_path / "a")
+    doc = _probes(res.run_dir)
+    (embed,) = [p for p in doc["probes"] if p["kind"] == "embed_docs"]
+    n_chunks = pq.ParquetFile(next((tmp_path / "cache" / "chunk").rglob("chunks.parquet"))
+                              ).metadata.num_rows
+    st = doc["stated"]
+    assert st["machine"] == "a stated GPU box" and st["rates"] == {"embed": 2000.0}
+    assert st["seconds_saved_by_kind"] == {"embed_docs": n_chunks / 2000.0}
+    assert st["seconds_saved"] == n_chunks / 2000.0 and st["not_stated"] == {}
+    # the probe's 32 sampled chunks and its warm-up batch of 8 (32 // 4)
+    assert st["embed_probe_cost_s"] == pytest.approx((32 + 8) / 2000.0)
+    assert doc["seconds_saved_by_kind"]["embed_docs"] == embed["estimates"][0]["predicted"]
+    manifest = json.loads((res.run_dir / "run.json").read_text())
+    assert manifest["budget"]["stage_probes"]["stated"] == st
+    from bench.report import content
+    from bench.report.load import load_runs
+
+    report = content.render_markdown(content.build(load_runs([res.run_dir])), "figures/")
+    row = next(x for x in report.splitlines() if "a stated GPU box" in x)
+    assert f"| {n_chunks / 2000.0:.2f} |" in row  # the corpus pass saved there
+
+
 def test_generous_ceilings_keep_values_identical(compose_cfg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     cache = tmp_path / "cache"
     plain = run(compose_cfg([*BASE[:4], f"cache_dir={tmp_path / 'c0'}"]), tmp_path / "plain")
@@ -217,6 +245,7 @@ def test_wrong_prune_is_counted() -> None:
     (["budget.max_index_build_s=-1"], "budget.max_index_build_s"),
     (["budget.max_embed_docs_cost=1"], "budget.max_embed_docs_cost"),
     (["budget.probe_queries=500"], "budget.probe_queries"),
+    (["budget.stated=/nonexistent/gpu_check.json"], "budget.stated"),
 ])
 def test_bad_budget_is_one_config_error(compose_cfg, tmp_path: Path, extra: list[str],  # type: ignore[no-untyped-def]
                                         key: str) -> None:
@@ -251,3 +280,63 @@ def test_rerank_ceiling_prunes_depths_before_any_candidate(compose_cfg, tmp_path
     assert _status(res.run_dir) == {"dense": "ok", "dense>maxsim@5": "pruned",
                                     "dense>maxsim@10": "pruned"}
     assert not any(k.startswith("rerank_scores") for k in res.cache_hits)  # never scored
+
+
+def test_plan_preview_keys_every_probe_as_the_run_stores_it(compose_cfg, tmp_path: Path  # type: ignore[no-untyped-def]
+                                                            ) -> None:
+    """plan_only lists the probes the run will make with their artifact keys; the run
+    stores its probes under exactly those keys, so the next preview sees them cached."""
+    from bench.cache.store import ArtifactStore
+
+    cache = tmp_path / "cache"
+    over = [*BASE, *GEN, f"cache_dir={cache}", "budget=stages", "budget.validate=true",
+            "reranker=maxsim", "reranker.depths=[5,10]"]
+    res = run(compose_cfg([*over, "plan_only=true"]), tmp_path / "p1")
+    planned = json.loads((res.run_dir / "plan.json").read_text())["probes"]
+    stages = ["probe_embed_docs", "probe_index", "probe_embed_query", "probe_rerank",
+              "probe_generate"]
+    assert [p["stage"] for p in planned] == stages
+    assert not any(p["cached"] for p in planned) and not cache.joinpath("chunk").exists()
+    text = res.plan_text or ""
+    assert "probes before paying: 5 (0 cached" in text
+    assert "keys assume at least probe_chunks chunks" in text  # the chunks are not cached
+    rerank = next(p for p in planned if p["stage"] == "probe_rerank")
+    assert len(rerank["prunes"]) == 2  # both depths' configs
+    run(compose_cfg(over), tmp_path / "a")
+    store = ArtifactStore(cache)
+    assert all(store.lookup(p["stage"], p["key"]) is not None for p in planned)
+    res2 = run(compose_cfg([*over, "plan_only=true"]), tmp_path / "p2")
+    again = json.loads((res2.run_dir / "plan.json").read_text())["probes"]
+    assert [(p["key"], p["cached"]) for p in again] == [(p["key"], True) for p in planned]
+    assert "probes before paying: 5 (5 cached" in (res2.plan_text or "")
+    assert "keys assume" not in (res2.plan_text or "")
+
+
+def test_a_sweep_plan_shows_probes_its_jobs_share(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    sweep = tmp_path / "sweep"
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "-m", "dataset=synthetic", "reranker=maxsim,bi_encoder",
+         f"cache_dir={tmp_path / 'cache'}", "plan_only=true", "budget=stages",
+         "budget.probe_queries=4", "budget.max_embed_docs_s=1000",
+         "+budget.max_stage_p95_ms.rerank=1000",
+         f"hydra.sweep.dir={sweep}"],
+        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2], timeout=300,
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    text = out.stdout[out.stdout.index("sweep plan: "):]
+    # the corpus-pass probe reads the chunks and the embedder both jobs share: one artifact;
+    # each job's reranker has its own probe
+    assert ("probes before paying: 3 distinct (4 over the jobs; 1 shared by several jobs, "
+            "measured once; 0 cached)") in text
+    # what the whole sweep computes, each distinct node once (an empty cache: cost unknown)
+    assert "to compute: ~0.0 s for the 0 uncached nodes of known cost, 17 of unknown cost" \
+        in text
+    embed = next(x for x in text.splitlines() if x.startswith("  embed_docs: "))
+    assert "pruned if over budget.max_embed_docs_s; jobs 0, 1)" in embed
+    shared = next(x for x in text.splitlines() if x.startswith("  probe_embed_docs: "))
+    assert shared.endswith("jobs 0, 1)")
+    merged = json.loads((sweep / "sweep_plan.json").read_text())
+    assert sorted(len(p["jobs"]) for p in merged["probes"]) == [1, 1, 2]
