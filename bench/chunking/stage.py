@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -102,9 +103,10 @@ class ChunkStatsOp(OpTraits):
         from bench.chunking.stats import chunk_stats, near_duplicates
 
         corpus, chunks = inputs.corpus, inputs.chunks
-        with timing.measure("total", len(chunks)):
+        with timing.measure("total", len(chunks)), \
+                tempfile.TemporaryDirectory(prefix="bench-neardup-", dir=directory) as scratch:
             stats = chunk_stats(chunks, corpus.documents)
-            dups = near_duplicates(chunks)
+            dups = near_duplicates(chunks, scratch=Path(scratch))  # signatures on disk
         report = ChunkReport(stats, dups, tuple(
             NearDupExample(p, chunks.text[p.chunk_a][:160], chunks.text[p.chunk_b][:160])
             for p in dups.examples))

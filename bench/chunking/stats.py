@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -115,6 +116,28 @@ def shingles(text: str, size: int) -> list[bytes]:
     return [" ".join(g).encode() for g in grams]
 
 
+def _band_members(sig: np.ndarray, rows: np.ndarray, start: int, end: int
+                  ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """One LSH band over the signed ``rows``: per row its bucket (-1: alone in it) and each
+    shared bucket's rows, ascending. A bucket is the band's exact words (``MinHashLSH``'s
+    key is the band's bytes), found by sorting the rows' band slices, not in a dict."""
+    band = np.ascontiguousarray(sig[rows, start:end])
+    keys = band.view(np.dtype((np.void, band.dtype.itemsize * (end - start)))).ravel()
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    new = np.ones(len(sk), dtype=bool)
+    new[1:] = sk[1:] != sk[:-1]
+    starts = np.flatnonzero(new)
+    sizes = np.diff(np.append(starts, len(sk)))
+    bucket = np.full(len(rows), -1, dtype=np.int64)
+    members: list[np.ndarray] = []
+    for s0, size in zip(starts[sizes > 1].tolist(), sizes[sizes > 1].tolist(), strict=True):
+        idx = order[s0:s0 + size]  # stable: ascending row positions within the bucket
+        bucket[idx] = len(members)
+        members.append(rows[idx])
+    return bucket, members
+
+
 def near_duplicates(
     table: ChunkTable,
     *,
@@ -123,12 +146,18 @@ def near_duplicates(
     shingle: int = 5,
     seed: int = 1,
     max_examples: int = 5,
+    scratch: Path | None = None,
 ) -> NearDupReport:
     """Find chunks with a near-duplicate via MinHash LSH over word ``shingle``-grams.
 
     LSH candidates are confirmed with the MinHash Jaccard estimate (>= ``threshold``), so the
-    rates count estimated, not exact, near-duplicates. Needs ``datasketch`` (extra ``cpu``).
-    Bad option values raise ``OptionError``.
+    rates count estimated, not exact, near-duplicates. The bands are ``MinHashLSH``'s (its
+    number and width for ``threshold`` and ``num_perm``); the candidates of a chunk are the
+    chunks sharing one of its bands exactly, as ``MinHashLSH.query`` returns them (in its
+    order, so ties between equally close chunks break as there), found by sorting each band
+    instead of an index of every chunk in Python dicts. ``scratch``: a folder for the
+    signature matrix (a memory map, num_perm words a chunk) instead of memory. Needs
+    ``datasketch`` (extra ``cpu``). Bad option values raise ``OptionError``.
     """
     if not 0.0 < threshold <= 1.0:
         raise OptionError("threshold", f"must be in (0, 1], got {threshold}")
@@ -137,40 +166,52 @@ def near_duplicates(
     if shingle < 1:
         raise OptionError("shingle", f"must be >= 1 word, got {shingle}")
     try:
-        from datasketch import LeanMinHash, MinHash, MinHashLSH
+        from datasketch import MinHash, MinHashLSH
     except ImportError:
         raise MissingDependencyError("datasketch", "cpu", "near-duplicate detection") from None
 
     n = len(table)
+    ranges = MinHashLSH(threshold=threshold, num_perm=num_perm).hashranges  # its bands
     # The corpus is signed batch by batch: its shingles and MinHash objects live for one
-    # batch, only the signature matrix (num_perm words a chunk) and the LSH index for all
-    # (at 1M chunks every shingle list at once was ~4 GB of the pass's 6.6 GB peak)
-    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
-    sig: np.ndarray | None = None
+    # batch, only the signature matrix for all (at 1M chunks every shingle list at once was
+    # ~4 GB of the pass's 6.6 GB peak, and datasketch's dict index of every band ~2.7 GB)
+    dtype = MinHash(num_perm=num_perm, seed=seed).hashvalues.dtype
+    sig = (np.lib.format.open_memmap(scratch / "signatures.npy", mode="w+", dtype=dtype,
+                                     shape=(n, num_perm)) if scratch is not None and n
+           else np.zeros((n, num_perm), dtype=dtype))
     signed = np.zeros(n, dtype=bool)
-    scheme = None
-    with lsh.insertion_session() as session:
-        for b0 in range(0, n, SIGN_BATCH):
-            grams = [shingles(t, shingle) for t in table.text[b0:b0 + SIGN_BATCH]]
-            rows = [b0 + k for k, g in enumerate(grams) if g]
-            hashes = MinHash.bulk((g for g in grams if g), num_perm=num_perm, seed=seed)
-            if sig is None and hashes:
-                sig = np.zeros((n, num_perm), dtype=hashes[0].hashvalues.dtype)
-            for i, mh in zip(rows, hashes, strict=True):
-                session.insert(i, mh, check_duplication=False)
-                sig[i] = mh.hashvalues  # type: ignore[index]
-            signed[rows] = True
-            scheme = hashes[0].scheme if hashes else scheme
-            del grams, hashes
-    if sig is None:
-        sig = np.zeros((n, num_perm), dtype=np.uint64)
+    for b0 in range(0, n, SIGN_BATCH):
+        grams = [shingles(t, shingle) for t in table.text[b0:b0 + SIGN_BATCH]]
+        rows = [b0 + k for k, g in enumerate(grams) if g]
+        hashes = MinHash.bulk((g for g in grams if g), num_perm=num_perm, seed=seed)
+        for i, mh in zip(rows, hashes, strict=True):
+            sig[i] = mh.hashvalues
+        signed[rows] = True
+        del grams, hashes
+    live = np.flatnonzero(signed)
+    bands = [_band_members(sig, live, s0, e0) for s0, e0 in ranges]
+    pos = np.full(n, -1, dtype=np.int64)
+    pos[live] = np.arange(len(live))
     doc = np.asarray(table.doc_idx)
     cross = np.zeros(n, dtype=bool)
     within = np.zeros(n, dtype=bool)
     found: list[NearDupPair] = []
-    for i in np.flatnonzero(signed).tolist():
-        mh = LeanMinHash(seed=seed, hashvalues=sig[i], scheme=scheme)  # its signature again
-        cand = np.fromiter((j for j in lsh.query(mh) if j != i), dtype=np.int64)
+    shared = np.zeros(len(live), dtype=bool)
+    for bucket, _ in bands:
+        shared |= bucket >= 0
+    # the buckets as MinHashLSH holds them: sets filled in insertion (row) order, so a
+    # query's candidates iterate as its do
+    sets: list[dict[int, set[int]]] = [{} for _ in bands]
+    for i in live[shared].tolist():  # a chunk alone in every band has no candidate
+        candidates: set[int] = set()
+        for k, (bucket, members) in enumerate(bands):
+            g = int(bucket[pos[i]])
+            if g >= 0:
+                if g not in sets[k]:
+                    sets[k][g] = set(members[g].tolist())
+                for key in sets[k][g]:
+                    candidates.add(key)
+        cand = np.fromiter((j for j in candidates if j != i), dtype=np.int64)
         if len(cand) == 0:
             continue
         jac = (sig[cand] == sig[i]).mean(axis=1)
@@ -184,6 +225,7 @@ def near_duplicates(
             if len(sel):
                 k = sel[np.argmax(jac[sel])]
                 found.append(NearDupPair(i, int(cand[k]), float(jac[k]), bool(same[k])))
+    del sig
     found.sort(key=lambda p: (p.same_doc, -p.jaccard, p.chunk_a, p.chunk_b))
     return NearDupReport(
         n_chunks=n,

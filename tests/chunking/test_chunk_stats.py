@@ -128,3 +128,67 @@ def test_missing_datasketch_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setitem(sys.modules, "datasketch", None)  # makes the import fail
     with pytest.raises(MissingDependencyError, match=r"datasketch.*\[cpu\]"):
         near_duplicates(table([]))
+
+
+def _lsh_reference(t: ChunkTable, *, threshold: float = 0.9, num_perm: int = 128,
+                   max_examples: int = 5) -> tuple:
+    """The report as datasketch's ``MinHashLSH`` index gives it (an insert per chunk, a
+    query per chunk): the oracle of ``near_duplicates``' sorted bands."""
+    from datasketch import MinHash, MinHashLSH
+
+    from bench.chunking.stats import shingles
+
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    sig = {}
+    for i, text in enumerate(t.text):
+        g = shingles(text, 5)
+        if g:
+            mh = MinHash(num_perm=num_perm, seed=1)
+            mh.update_batch(g)
+            lsh.insert(i, mh, check_duplication=False)
+            sig[i] = mh
+    doc = np.asarray(t.doc_idx)
+    cross, within, found = set(), set(), []
+    for i, mh in sig.items():
+        cand = [j for j in lsh.query(mh) if j != i]
+        jac = [float((sig[j].hashvalues == mh.hashvalues).mean()) for j in cand]
+        for same_doc in (False, True):
+            best = None
+            for j, jj in zip(cand, jac, strict=True):
+                if jj >= threshold and bool(doc[j] == doc[i]) == same_doc:
+                    (within if same_doc else cross).add(i)
+                    if j > i and (best is None or jj > best[1]):
+                        best = (j, jj)
+            if best is not None:
+                found.append((i, best[0], best[1], same_doc))
+    found.sort(key=lambda p: (p[3], -p[2], p[0], p[1]))
+    return len(cross), len(within), found[:max_examples]
+
+
+def test_near_duplicates_equal_datasketch_lsh_with_ties() -> None:
+    """Sorted bands give MinHashLSH's candidates in its order: the same counts and the same
+    examples, ties between exact copies included (several copies of one chunk far apart,
+    near-copies that share only some bands)."""
+    rng = random.Random(11)
+    base = [random_text(rng, 60) for _ in range(400)]
+    rows = [(i % 97, 0, 0, 0, t) for i, t in enumerate(base)]
+    for k in range(40):  # exact copies (ties at 1.0) and near copies, scattered
+        src = base[(k * 37) % 400].split()
+        if k % 3 == 0:
+            src[rng.randrange(len(src))] = "edited"
+        rows.insert(rng.randrange(len(rows)), ((k * 13) % 97, 0, 0, 0, " ".join(src)))
+    rows += [(3, 0, 0, 0, base[10])] * 5  # five copies at the end: a five-way tie
+    t = table(rows)
+    report = near_duplicates(t, max_examples=50)
+    n_cross, n_within, examples = _lsh_reference(t, max_examples=50)
+    assert (report.n_cross_doc, report.n_within_doc) == (n_cross, n_within)
+    assert report.n_cross_doc > 20 and report.n_within_doc > 0
+    assert [(p.chunk_a, p.chunk_b, p.jaccard, p.same_doc) for p in report.examples] == examples
+
+
+def test_near_duplicates_signatures_on_disk_give_the_same_report(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rng = random.Random(3)
+    texts = [random_text(rng, 80) for _ in range(50)]
+    t = table([(i % 7, 0, 0, 0, x) for i, x in enumerate(texts + texts[:10])])
+    assert near_duplicates(t, scratch=tmp_path) == near_duplicates(t)
+    assert (tmp_path / "signatures.npy").is_file()
