@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shards-dir", default=str(ROOT / ".cache/bench/embed_shards"))
     p.add_argument("--save", help="write the vectors here (.npy)")
     p.add_argument("--same-as", help="a saved pass's vectors to compare with")
+    p.add_argument("--threads", type=int, default=None,
+                   help="the embedder's threads option (ONNX: intra-op threads per process)")
     a = p.parse_args(argv)
     try:
         corpus = Path(a.corpus)
@@ -50,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             write_scale_corpus(corpus, n_docs=a.docs, n_queries=10)
         texts = [d.text for _, docs in iter_shards(corpus) for d in docs][: a.docs]
         conf = OmegaConf.load(ROOT / "conf/embedder" / f"{a.embedder}.yaml")
+        if a.threads is not None:
+            conf.threads = a.threads
         emb = build(conf, "embedder", device="cpu")
         assert emb is not None
         recipe = ConfigRecipe(json.dumps(OmegaConf.to_container(conf, resolve=True)), "cpu")
@@ -64,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         print(err.one_line(), file=sys.stderr)
         return err.exit_code
     row = {"engine": a.engine, "workers": a.workers if a.engine == "ray" else 0,
-           "embedder": a.embedder, "n": len(texts), "wall_s": round(wall, 3),
+           "embedder": a.embedder, "threads": a.threads, "n": len(texts), "wall_s": round(wall, 3),
            "texts_per_s": round(len(texts) / wall, 1), "shards": stats.shards,
            "shards_reused": stats.shards_reused, "shards_redone": stats.shards_redone}
     if a.save:
