@@ -69,7 +69,9 @@ def last_costs(store: ArtifactStore, nodes: list[Node]) -> dict[str, NodeCost]:
     return out
 
 
-def pruned_by(the_plan: Plan, budget: Budget | None) -> dict[str, tuple[str, ...]]:
+def pruned_by(the_plan: Plan, budget: Budget | None,
+              is_cached: Callable[[Node], bool] = lambda n: False
+              ) -> dict[str, tuple[str, ...]]:
     """Per node (by key) the budget ceilings that prune it when the probe finds them
     broken: a stage ceiling prunes the first node of a config's chain that times that
     stage; a ceiling on the whole request (end to end, VRAM, cost) the config's leaf."""
@@ -78,7 +80,7 @@ def pruned_by(the_plan: Plan, budget: Budget | None) -> dict[str, tuple[str, ...
     def add(node: Node, ceiling: str) -> None:
         out.setdefault(node.key, {})[ceiling] = None
 
-    for node, ceiling in stage_prunes(budget, the_plan):  # probed before the node runs
+    for node, ceiling in stage_prunes(budget, the_plan, is_cached):  # probed before it runs
         add(node, ceiling)
     for spec in the_plan.configs:
         if isinstance(budget, ChainBudget):
@@ -129,8 +131,9 @@ class Preview:
         return sum(known), len(known), len(todo) - len(known)
 
 
-def preview(the_plan: Plan, store: ArtifactStore, budget: Budget | None) -> Preview:
-    return Preview(last_costs(store, the_plan.nodes()), pruned_by(the_plan, budget))
+def preview(the_plan: Plan, store: ArtifactStore, budget: Budget | None,
+            is_cached: Callable[[Node], bool] = lambda n: False) -> Preview:
+    return Preview(last_costs(store, the_plan.nodes()), pruned_by(the_plan, budget, is_cached))
 
 
 def probe_lines(the_plan: Plan, probes: Sequence[PlannedProbe], assumed: bool) -> list[str]:

@@ -154,13 +154,17 @@ def check_stage_budget(budget: object, the_plan: Plan) -> None:
                 raise ConfigError(f"budget.{key}", why)
 
 
-def stage_prunes(budget: object, the_plan: Plan) -> list[tuple[Node, str]]:
+def stage_prunes(budget: object, the_plan: Plan,
+                 is_cached: Callable[[Node], bool] = lambda n: False) -> list[tuple[Node, str]]:
     """(node, ``budget.<key>``) for every ceiling of a ``StageBudget`` that the stage probes
-    check before the node runs (the plan preview shows them)."""
+    check before the node runs (the plan preview shows them). A corpus pass or index the
+    store has already costs nothing: its ceilings are not checked (but with ``validate``)."""
     if not isinstance(budget, StageBudget):
         return []
-    out = [(the_plan.embed_docs, f"budget.{k}") for k in budget.set_ceilings(EMBED_CEILINGS)]
-    out += [(the_plan.index, f"budget.{k}") for k in budget.set_ceilings(INDEX_CEILINGS)]
+    out = []
+    for node, keys in ((the_plan.embed_docs, EMBED_CEILINGS), (the_plan.index, INDEX_CEILINGS)):
+        if budget.validate or not is_cached(node):
+            out += [(node, f"budget.{k}") for k in budget.set_ceilings(keys)]
     for c in _generated(the_plan):
         assert c.answers is not None
         out += [(c.answers, f"budget.{k}") for k in budget.set_ceilings(GEN_CEILINGS)]
@@ -362,9 +366,10 @@ def _wanted(budget: StageBudget, keys: Sequence[str]) -> bool:
 
 
 def _embed_probe(budget: StageBudget, the_plan: Plan, executor: Executor,
-                 chunks: ChunkTable) -> tuple[StageProbe, np.ndarray]:
+                 chunks: ChunkTable, *, check: bool = True) -> tuple[StageProbe, np.ndarray]:
     """The corpus pass's seconds (and price) from a seeded, length-sorted chunk sample; the
-    sample's vectors (for the index probe)."""
+    sample's vectors (for the index probe). ``check=False``: the corpus pass is cached (the
+    probe runs for the index probe's vectors), so its ceilings prune nothing."""
     from bench.embedding.stage import EmbedOp
 
     node = the_plan.embed_docs
@@ -412,7 +417,7 @@ def _embed_probe(budget: StageBudget, the_plan: Plan, executor: Executor,
         ests.append(Estimate("embed_docs_cost", est.predicted * k, est.lower * k,
                              est.upper * k, f"price_per_hour x embed_docs_s ({how})"))
     checks = _checks(budget, ests, {"max_embed_docs_s": "embed_docs_s",
-                                    "max_embed_docs_cost": "embed_docs_cost"})
+                                    "max_embed_docs_cost": "embed_docs_cost"}) if check else ()
     vectors = np.load(Path(raw["_dir"]) / "vectors.npy")
     return StageProbe("embed_docs", node.label, (node.key,), tuple(ests), checks,
                       probe_s=spent, cached=hit, corpus_chunks=n_total,
@@ -675,7 +680,9 @@ def probe_stages(comps: Components, the_plan: Plan, executor: Executor, dataset:
     probes: list[StageProbe] = []
     kinds = _kinds(budget, the_plan, executor.is_cached)
     if "embed_docs" in kinds:  # the index probe builds on its sample vectors
-        embed, vectors = _embed_probe(budget, the_plan, executor, chunks)
+        embed, vectors = _embed_probe(  # a cached corpus pass costs nothing: not pruned
+            budget, the_plan, executor, chunks,
+            check=budget.validate or not executor.is_cached(the_plan.embed_docs))
         probes.append(embed)
         if "index" in kinds:
             probes.append(_index_probe(budget, the_plan, executor, vectors, len(chunks)))

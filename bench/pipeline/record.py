@@ -565,7 +565,7 @@ def write_plan(the_plan: Plan, executor: Executor, run_dir: Path,
     ``probes``: the budget's probes before paying (``planned_probes``), if any."""
     from bench.pipeline.preview import preview, probe_lines
 
-    view = preview(the_plan, executor.store, budget)
+    view = preview(the_plan, executor.store, budget, executor.is_cached)
     seconds, known, unknown = view.to_compute(the_plan, executor.is_cached)
     header = (f"to compute: ~{seconds:.1f} s for the {known} uncached nodes of known cost"
               + (f", {unknown} of unknown cost" if unknown else "")

@@ -340,3 +340,24 @@ def test_a_sweep_plan_shows_probes_its_jobs_share(tmp_path: Path) -> None:
     assert shared.endswith("jobs 0, 1)")
     merged = json.loads((sweep / "sweep_plan.json").read_text())
     assert sorted(len(p["jobs"]) for p in merged["probes"]) == [1, 1, 2]
+
+
+def test_a_cached_corpus_pass_is_never_pruned(compose_cfg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The corpus vectors of an earlier run cost nothing: a corpus-pass ceiling neither
+    shows as a pruning in the preview nor prunes them, even when the embedding probe runs
+    for an index ceiling's sake (its sample vectors feed the index probe)."""
+    cache = tmp_path / "cache"
+    run(compose_cfg([*BASE, f"cache_dir={cache}", "budget=stages", "index=flat"]), tmp_path / "a")
+    over = [*BASE, f"cache_dir={cache}", "budget=stages", "index=hnsw",
+            "budget.max_embed_docs_s=1e-9", "budget.max_index_bytes=1e15"]
+    res = run(compose_cfg([*over, "plan_only=true"]), tmp_path / "p")
+    lines = (res.plan_text or "").splitlines()
+    assert "pruned if over" not in next(x for x in lines if "embed_docs:" in x)
+    assert "budget.max_index_bytes" in next(x for x in lines if "index:" in x)
+    res = run(compose_cfg(over), tmp_path / "b")
+    doc = _probes(res.run_dir)
+    embed = next(p for p in doc["probes"] if p["kind"] == "embed_docs")
+    assert embed["checks"] == [] and not embed["pruned"]
+    index = next(p for p in doc["probes"] if p["kind"] == "index")
+    assert index["checks"] and not index["pruned"]
+    assert "pruned" not in set(_status(res.run_dir).values())
