@@ -154,6 +154,12 @@ def check_stage_budget(budget: object, the_plan: Plan) -> None:
                 raise ConfigError(f"budget.{key}", why)
 
 
+def _to_pay(budget: StageBudget, node: Node, is_cached: Callable[[Node], bool]) -> bool:
+    """Whether a node's probe ceilings apply: the run computes it (a cached node costs
+    nothing and is never pruned), or ``validate`` checks every ceiling anyway."""
+    return budget.validate or not is_cached(node)
+
+
 def stage_prunes(budget: object, the_plan: Plan,
                  is_cached: Callable[[Node], bool] = lambda n: False) -> list[tuple[Node, str]]:
     """(node, ``budget.<key>``) for every ceiling of a ``StageBudget`` that the stage probes
@@ -163,7 +169,7 @@ def stage_prunes(budget: object, the_plan: Plan,
         return []
     out = []
     for node, keys in ((the_plan.embed_docs, EMBED_CEILINGS), (the_plan.index, INDEX_CEILINGS)):
-        if budget.validate or not is_cached(node):
+        if _to_pay(budget, node, is_cached):
             out += [(node, f"budget.{k}") for k in budget.set_ceilings(keys)]
     for c in _generated(the_plan):
         assert c.answers is not None
@@ -180,10 +186,10 @@ def _kinds(budget: StageBudget, the_plan: Plan, is_cached: Callable[[Node], bool
     whose node this run would compute; the index probe needs the embedding probe's vectors,
     so it brings that probe along."""
     out = set()
-    fresh = budget.validate or not is_cached(the_plan.embed_docs)
-    want_embed = _wanted(budget, EMBED_CEILINGS) and fresh
+    want_embed = (_wanted(budget, EMBED_CEILINGS)
+                  and _to_pay(budget, the_plan.embed_docs, is_cached))
     want_index = (_uses(the_plan, the_plan.index) and _wanted(budget, INDEX_CEILINGS)
-                  and (budget.validate or not is_cached(the_plan.index)))
+                  and _to_pay(budget, the_plan.index, is_cached))
     if _uses(the_plan, the_plan.embed_docs) and (want_embed or want_index):
         out.add("embed_docs")
         if want_index:
@@ -275,12 +281,11 @@ def planned_probes(comps: Components, the_plan: Plan, executor: Executor,
     n_total = budget.probe_chunks if n_chunks is None else n_chunks
 
     def add(stage: str, params: Mapping[str, Any], inputs: Sequence[Node], label: str,
-            prunes: Sequence[str]) -> str:
+            prunes: Sequence[str]) -> None:
         key = make_key(stage, _VERSION, params, [n.key for n in inputs])
         out.append(PlannedProbe(stage, key, label, tuple(n.key for n in inputs),
                                 tuple(dict.fromkeys(prunes)),
                                 executor.store.lookup(stage, key) is not None))
-        return key
 
     if "embed_docs" in kinds:
         node = the_plan.embed_docs
@@ -682,7 +687,7 @@ def probe_stages(comps: Components, the_plan: Plan, executor: Executor, dataset:
     if "embed_docs" in kinds:  # the index probe builds on its sample vectors
         embed, vectors = _embed_probe(  # a cached corpus pass costs nothing: not pruned
             budget, the_plan, executor, chunks,
-            check=budget.validate or not executor.is_cached(the_plan.embed_docs))
+            check=_to_pay(budget, the_plan.embed_docs, executor.is_cached))
         probes.append(embed)
         if "index" in kinds:
             probes.append(_index_probe(budget, the_plan, executor, vectors, len(chunks)))
