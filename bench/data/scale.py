@@ -56,9 +56,11 @@ _SYLLABLES = ("zor", "vath", "quil", "mera", "tosk", "lund", "brae", "kiv", "ost
               "dru", "xan", "yel", "fenn", "gor", "ithe", "nax", "rumo", "sev", "tal", "ulb",
               "wyn", "cor", "dal")
 _NAME_SYLLABLES = 5
-#: distinct names: every index below this has its own name
-MAX_DOCS = len(_SYLLABLES) ** _NAME_SYLLABLES
-#: index scrambling: i -> (i * _MUL + _ADD) mod MAX_DOCS is a bijection (_MUL coprime to 24)
+#: distinct 5-syllable names: every index below this has its own one-word name
+NAME_SPACE = len(_SYLLABLES) ** _NAME_SYLLABLES
+#: documents a corpus can have: past NAME_SPACE a name takes a second word (``name_of``)
+MAX_DOCS = NAME_SPACE * (1 + len(_SYLLABLES))
+#: index scrambling: i -> (i * _MUL + _ADD) mod NAME_SPACE is a bijection (_MUL coprime to 24)
 _MUL, _ADD = 1_000_003, 7_919
 
 _KINDS = ("river fish", "mountain bird", "desert lizard", "forest beetle", "sea snail",
@@ -109,13 +111,18 @@ def doc_ids(rows: np.ndarray) -> np.ndarray:
 
 
 def name_of(i: int) -> str:
-    """The unique creature name of document ``i`` (5 syllables of its scrambled index)."""
-    v = (i * _MUL + _ADD) % MAX_DOCS
+    """The unique creature name of document ``i``: 5 syllables of its scrambled index, one
+    word, for ``i < NAME_SPACE`` (7,962,624); past it the same word for ``i mod NAME_SPACE``
+    and a second word, a syllable that numbers the round (``Zorvathquilmeratosk Kiv``), so
+    names stay distinct up to ``MAX_DOCS`` and a corpus below NAME_SPACE is unchanged."""
+    rnd, base = divmod(i, NAME_SPACE)
+    v = (base * _MUL + _ADD) % NAME_SPACE
     parts = []
     for _ in range(_NAME_SYLLABLES):
         v, r = divmod(v, len(_SYLLABLES))
         parts.append(_SYLLABLES[r])
-    return "".join(parts).capitalize()
+    word = "".join(parts).capitalize()
+    return word if rnd == 0 else f"{word} {_SYLLABLES[rnd - 1].capitalize()}"
 
 
 @dataclass(frozen=True)

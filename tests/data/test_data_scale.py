@@ -12,6 +12,7 @@ from bench.config.build import OptionError
 from bench.data.base import Document
 from bench.data.scale import (
     MAX_DOCS,
+    NAME_SPACE,
     ScaleDataset,
     doc_id,
     doc_ids,
@@ -77,6 +78,14 @@ def test_gold_documents_exist_and_hold_what_the_query_names(tmp_path: Path) -> N
 def test_names_are_unique_and_documents_short(tmp_path: Path) -> None:
     assert len({name_of(i) for i in range(50_000)}) == 50_000
     assert name_of(MAX_DOCS - 1) != name_of(0)
+    # names below NAME_SPACE are one word, pinned (a corpus below it must not change)
+    assert (name_of(0), name_of(NAME_SPACE - 1)) == ("Dalrumofennzorzor", "Toskithelundzorwyn")
+    # past it, the same word and a second one numbering the round: still distinct
+    past = [name_of(r * NAME_SPACE + b) for r in range(1, 25) for b in (0, 1, 12_345)]
+    assert len(set(past)) == len(past) and all(len(n.split()) == 2 for n in past)
+    assert past[0].split()[0] == name_of(0) and MAX_DOCS == 25 * NAME_SPACE
+    with pytest.raises(OptionError, match="n_docs"):
+        write_scale_corpus(tmp_path / "big", n_docs=MAX_DOCS + 1, n_queries=1)
     write_scale_corpus(tmp_path, n_docs=50, n_queries=5)
     ds = ScaleDataset(path=str(tmp_path)).load()
     assert all(20 <= len(d.text.split()) <= 40 for d in ds.documents)
