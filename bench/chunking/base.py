@@ -47,9 +47,14 @@ class ChunkTable:
         return len(self.text)
 
     def save(self, path: Path) -> None:
-        table = pa.table(
+        pq.write_table(self.to_arrow(), path)
+
+    def to_arrow(self, *, doc_offset: int = 0) -> pa.Table:
+        """The table as Arrow (``CHUNKS_SCHEMA``); ``doc_offset`` is added to ``doc_idx`` (a
+        block of documents chunked on its own, written at its place in the corpus)."""
+        return pa.table(
             {
-                "doc_idx": pa.array(self.doc_idx, pa.int32()),
+                "doc_idx": pa.array(self.doc_idx.astype(np.int64) + doc_offset, pa.int32()),
                 "start_char": pa.array(self.start_char, pa.int32()),
                 "end_char": pa.array(self.end_char, pa.int32()),
                 "n_tokens": pa.array(self.n_tokens, pa.int32()),
@@ -58,7 +63,6 @@ class ChunkTable:
             },
             schema=CHUNKS_SCHEMA,
         )
-        pq.write_table(table, path)
 
     @classmethod
     def load(cls, path: Path) -> ChunkTable:

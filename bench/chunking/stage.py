@@ -9,7 +9,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from bench.chunking.base import Chunker, ChunkTable, Tokenizer
+import pyarrow.parquet as pq
+
+from bench.chunking.base import CHUNKS_SCHEMA, Chunker, ChunkTable, Tokenizer
 from bench.chunking.stats import ChunkStats, NearDupPair, NearDupReport
 from bench.data.base import Corpus
 from bench.pipeline.lanes import PlanState, params_label
@@ -50,6 +52,12 @@ class ChunkReport:
                    NearDupReport(**nd, examples=tuple(e.pair for e in examples)), examples)
 
 
+#: documents chunked at a time: the chunk table is written block by block (one Parquet row
+#: group each), so the chunker's lists hold one block, never the corpus' chunks twice over.
+#: Every chunker chunks each document on its own, so the table is the one-call table
+CHUNK_BLOCK = 65_536
+
+
 @dataclass(frozen=True)
 class ChunkInputs:
     corpus: Corpus
@@ -71,11 +79,16 @@ class ChunkOp(OpTraits):
         return {"chunker": self.chunker.cache_params(), "kind": type(self.chunker).__name__,
                 "tokenizer": self.tokenizer.name}
 
+    #: documents per block (not in ``params``: the table is the same for any block size)
+    block: int = CHUNK_BLOCK
+
     def write(self, inputs: ChunkInputs, directory: Path, timing: TimingLog) -> None:
-        corpus = inputs.corpus
-        with timing.measure("total", len(corpus.documents)):
-            table = self.chunker.chunk(corpus.documents, tokenizer=self.tokenizer)
-        table.save(directory / "chunks.parquet")
+        docs = inputs.corpus.documents
+        with timing.measure("total", len(docs)), \
+                pq.ParquetWriter(directory / "chunks.parquet", CHUNKS_SCHEMA) as writer:
+            for lo in range(0, len(docs), self.block):
+                table = self.chunker.chunk(docs[lo : lo + self.block], tokenizer=self.tokenizer)
+                writer.write_table(table.to_arrow(doc_offset=lo))
 
     def load(self, directory: Path, inputs: ChunkInputs) -> ChunkTable:
         return ChunkTable.load(directory / "chunks.parquet")

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from bench.chunking.base import Chunker, ChunkTable, chunk_text_field
+from bench.chunking.fixed_tokens import FixedTokenChunker
 from bench.chunking.recursive import RecursiveCharacterChunker, RecursiveTokenChunker
 from bench.chunking.sentence import SentenceChunker, split_sentences
+from bench.chunking.stage import ChunkInputs, ChunkOp
 from bench.chunking.structural import StructuralChunker, sections
+from bench.chunking.whole_document import WholeDocumentChunker
 from bench.config.build import OptionError
-from bench.data.base import Document
+from bench.data.base import Corpus, Document
+from bench.telemetry.base import TimingLog
 
 
 class WhitespaceTokenizer:
@@ -250,3 +256,26 @@ def test_bad_options(cls: type, kwargs: dict[str, Any], option: str) -> None:
     with pytest.raises(OptionError) as err:
         cls(**kwargs)
     assert err.value.option == option
+
+
+@pytest.mark.parametrize("chunker", [*CHUNKERS, FixedTokenChunker(size=4, overlap=1),
+                                     WholeDocumentChunker()], ids=lambda c: type(c).__name__)
+def test_the_stage_writes_the_one_call_table_block_by_block(chunker: Chunker,
+                                                           tmp_path: Path) -> None:
+    # the chunk stage chunks the corpus CHUNK_BLOCK documents at a time (one row group each):
+    # blocks that cut the corpus anywhere, empty documents at a block's edge included, give
+    # the table of one call over every document, doc_idx counted over the whole corpus
+    docs = tuple(tricky_docs() * 3)
+    corpus = Corpus("t", docs, "f")
+    whole = chunker.chunk(docs, tokenizer=TOK)
+    for block in (1, 2, 4, 5, len(docs), 10_000):
+        folder = tmp_path / str(block)
+        folder.mkdir()
+        op = ChunkOp(chunker, TOK, block=block)
+        op.write(ChunkInputs(corpus), folder, TimingLog("chunk"))
+        got = op.load(folder, ChunkInputs(corpus))
+        assert got.text == whole.text and got.section == whole.section
+        for col in ("doc_idx", "start_char", "end_char", "n_tokens"):
+            assert np.array_equal(getattr(got, col), getattr(whole, col)), (block, col)
+        assert pq.ParquetFile(folder / "chunks.parquet").num_row_groups == \
+            -(-len(docs) // block)
