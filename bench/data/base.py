@@ -21,7 +21,7 @@ from typing import Protocol
 CATEGORIES = ("exact_lookup", "semantic_lookup", "multi_doc", "unanswerable")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Document:
     """One corpus document. ``allowed_roles`` empty means visible to every caller.
 
