@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
@@ -89,12 +90,12 @@ class Corpus:
     query set over it; having no queries, it cannot depend on them."""
 
     name: str
-    documents: tuple[Document, ...]
+    documents: Sequence[Document]
     fingerprint: str
 
     @property
     def doc_ids(self) -> list[str]:
-        return [d.doc_id for d in self.documents]
+        return doc_ids_of(self.documents)
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,8 @@ class Dataset:
     """
 
     name: str
-    documents: tuple[Document, ...]
+    #: a tuple, or a ``bench.data.table.DocumentTable`` (Arrow columns) for a large corpus
+    documents: Sequence[Document]
     queries: tuple[Query, ...]
     fingerprint: str = field(default="")
     n_dropped_queries: int = 0
@@ -119,11 +121,11 @@ class Dataset:
 
     @property
     def doc_ids(self) -> list[str]:
-        return [d.doc_id for d in self.documents]
+        return doc_ids_of(self.documents)
 
     def doc_index(self) -> dict[str, int]:
         """External doc id -> doc_idx (row in ``documents``)."""
-        return {d.doc_id: i for i, d in enumerate(self.documents)}
+        return {d: i for i, d in enumerate(self.doc_ids)}
 
     @cached_property
     def corpus(self) -> Corpus:
@@ -131,13 +133,19 @@ class Dataset:
         return Corpus(self.name, self.documents, corpus_fingerprint(self.documents))
 
 
-def corpus_fingerprint(documents: tuple[Document, ...]) -> str:
+def doc_ids_of(documents: Sequence[Document]) -> list[str]:
+    """The documents' ids in row order (a ``DocumentTable`` reads its id column)."""
+    ids: list[str] | None = getattr(documents, "doc_ids", None)
+    return ids if ids is not None else [d.doc_id for d in documents]
+
+
+def corpus_fingerprint(documents: Sequence[Document]) -> str:
     """The documents part of :func:`fingerprint`: the fingerprint of the corpus with no
     queries (also what ``bench.serve`` puts on its spans)."""
     return fingerprint(documents, ())
 
 
-def fingerprint(documents: tuple[Document, ...], queries: tuple[Query, ...]) -> str:
+def fingerprint(documents: Sequence[Document], queries: tuple[Query, ...]) -> str:
     """sha256 over a canonical serialisation of every document and query field."""
     h = hashlib.sha256()
     for d in documents:

@@ -27,8 +27,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from bench.config.build import OptionError
-from bench.data.base import Dataset, Document, Query
+from bench.data.base import Dataset, Query
 from bench.data.categories import apply_categories, field_category, read_category_map
 from bench.data.jsonl import (
     Where,
@@ -41,6 +45,7 @@ from bench.data.jsonl import (
     read_text,
     require_rows,
 )
+from bench.data.table import DOCUMENT_SCHEMA, ITER_BLOCK, DocumentTable
 from bench.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -75,8 +80,8 @@ class BeirDataset:
         root = Path(self.path)
         documents = _read_corpus(root / "corpus.jsonl")
         texts, from_field = _read_queries(root / "queries.jsonl", self.category_field)
-        qrels = _read_qrels(root / "qrels" / f"{self.split}.tsv", set(texts),
-                            {d.doc_id for d in documents})
+        qrels_path = root / "qrels" / f"{self.split}.tsv"
+        qrels = _read_qrels(qrels_path, set(texts), _present(documents, qrels_path))
         refs = read_answers(self.answers, set(texts)) if self.answers else {}
         queries = tuple(
             Query(query_id=qid, text=text, qrels=tuple(qrels[qid]),
@@ -109,24 +114,66 @@ class BeirDataset:
                        queries=queries, n_dropped_queries=dropped, dropped_reason=reason)
 
 
-def _read_corpus(path: Path) -> tuple[Document, ...]:
-    docs: list[Document] = []
-    first_line: dict[str, int] = {}
+def _read_corpus(path: Path) -> DocumentTable:
+    """corpus.jsonl as a ``DocumentTable``: rows gathered ``ITER_BLOCK`` at a time into Arrow
+    columns, so no Python object per document outlives its block; ids checked unique after
+    the pass (the first repeat reported at its line, with the line it was first seen on)."""
+    blocks: list[pa.RecordBatch] = []
+    lines: list[np.ndarray] = []
+    ids: list[str] = []
+    titles: list[str] = []
+    texts: list[str] = []
+    at: list[int] = []
+
+    def flush() -> None:
+        if ids:
+            blocks.append(pa.record_batch([pa.array(ids, pa.string()),
+                                           pa.array(titles, pa.string()),
+                                           pa.array(texts, pa.string())],
+                                          schema=DOCUMENT_SCHEMA))
+            lines.append(np.asarray(at, dtype=np.int64))
+            for col in (ids, titles, texts, at):
+                col.clear()
+
     for where, obj in iter_jsonl(path):
         doc_id = _id(obj, where)
-        if doc_id in first_line:
-            raise where.error(f"duplicate _id {doc_id!r} (first seen on line "
-                              f"{first_line[doc_id]})")
-        first_line[doc_id] = where.line
         if "text" not in obj:
             raise where.error("missing required field 'text'")
         # BEIR corpora do contain documents with an empty text (title only): keep them.
         text = json_str(obj["text"], "text", where, allow_empty=True)
         title = json_str(obj.get("title") or "", "title", where, allow_empty=True)
-        docs.append(Document(doc_id=doc_id, text=passage(title, text), title=title,
-                             title_in_text=True))
-    require_rows(path, len(docs), "documents")
-    return tuple(docs)
+        ids.append(doc_id)
+        titles.append(title)
+        texts.append(passage(title, text))
+        at.append(where.line)
+        if len(ids) == ITER_BLOCK:
+            flush()
+    flush()
+    table = pa.Table.from_batches(blocks, schema=DOCUMENT_SCHEMA)
+    require_rows(path, table.num_rows, "documents")
+    column = table.column("doc_id")
+    if pc.count_distinct(column).as_py() != table.num_rows:
+        first_line: dict[str, int] = {}
+        for doc_id, line in zip(column.to_pylist(), np.concatenate(lines).tolist(),
+                                strict=True):
+            if doc_id in first_line:
+                raise InputError(path, line, f"duplicate _id {doc_id!r} (first seen on "
+                                             f"line {first_line[doc_id]})")
+            first_line[doc_id] = line
+    return DocumentTable(table, title_in_text=True)
+
+
+def _present(corpus: DocumentTable, qrels_path: Path) -> set[str]:
+    """The corpus-ids named in the qrels file that the corpus holds (the qrels are checked
+    against these: a set of the judged ids rather than of the whole corpus)."""
+    named = set()
+    for raw in read_text(qrels_path).split("\n")[1:]:
+        cells = raw.rstrip("\r\n").split("\t")
+        if len(cells) == 3:
+            named.add(cells[1].strip())
+    column = corpus.arrow.column("doc_id")
+    found = pc.filter(column, pc.is_in(column, value_set=pa.array(sorted(named), pa.string())))
+    return set(found.to_pylist())
 
 
 def passage(title: str, text: str) -> str:

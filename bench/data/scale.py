@@ -42,13 +42,10 @@ import pyarrow.parquet as pq
 from bench.config.build import OptionError
 from bench.data.base import Dataset, Document, Query
 from bench.data.jsonl import iter_jsonl, json_id, json_str, write_jsonl
+from bench.data.table import DOCUMENT_SCHEMA, DocumentTable
 from bench.errors import InputError
 
-CORPUS_SCHEMA = pa.schema([
-    pa.field("doc_id", pa.string(), nullable=False),
-    pa.field("title", pa.string(), nullable=False),
-    pa.field("text", pa.string(), nullable=False),
-])
+CORPUS_SCHEMA = DOCUMENT_SCHEMA
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
 
@@ -272,11 +269,27 @@ def sentences_of(documents: Sequence[Document], *, min_words: int = 5,
     return tuple(seen)
 
 
+def read_corpus_table(path: str | Path) -> pa.Table:
+    """The whole corpus as one Arrow table (``CORPUS_SCHEMA``), shard by shard: no Python
+    object per document (what ``ScaleDataset`` holds)."""
+    root = Path(path)
+    info = read_info(root)
+    parts = []
+    for shard, n in enumerate(info.shard_rows):
+        f = root / "corpus" / f"part-{shard:05d}.parquet"
+        t = pq.read_table(f, schema=CORPUS_SCHEMA)
+        if t.num_rows != n:
+            raise InputError(f, 0, f"{t.num_rows} rows, the manifest says {n}")
+        parts.append(t)
+    return pa.concat_tables(parts) if parts else CORPUS_SCHEMA.empty_table()
+
+
 class ScaleDataset:
     """A folder written by ``write_scale_corpus``, loaded whole (``dataset=scale``).
 
-    Holds every document in memory: for small sizes and tests. Large runs stream it with
-    ``iter_shards`` instead (scripts/bench_scale.py).
+    Its documents are a ``DocumentTable`` (Arrow columns, about 230 bytes a document rather
+    than 520 as Python objects). ``iter_shards`` streams the folder shard by shard instead
+    (scripts/bench_scale.py).
     """
 
     def __init__(self, *, path: str | None = None) -> None:
@@ -287,6 +300,6 @@ class ScaleDataset:
 
     def load(self) -> Dataset:
         info = read_info(self.path)
-        docs = tuple(d for _, shard in iter_shards(self.path) for d in shard)
         return Dataset(name=f"scale:{info.n_docs}x{info.n_queries}:seed{info.seed}",
-                       documents=docs, queries=read_queries(self.path))
+                       documents=DocumentTable(read_corpus_table(self.path)),
+                       queries=read_queries(self.path))
