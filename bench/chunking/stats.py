@@ -46,7 +46,7 @@ def chunk_stats(table: ChunkTable, documents: Sequence[Document]) -> ChunkStats:
     n_docs = len(documents)
     per_doc = np.bincount(np.asarray(table.doc_idx, dtype=np.int64), minlength=n_docs)
     tokens = np.asarray(table.n_tokens, dtype=np.int64)
-    traced = sum(_traces(table, i, documents) for i in range(n))
+    traced = _traced(table, documents)
     return ChunkStats(
         n_chunks=n,
         n_docs=n_docs,
@@ -63,12 +63,33 @@ def chunk_stats(table: ChunkTable, documents: Sequence[Document]) -> ChunkStats:
     )
 
 
-def _traces(table: ChunkTable, i: int, documents: Sequence[Document]) -> bool:
-    d, s, e = int(table.doc_idx[i]), int(table.start_char[i]), int(table.end_char[i])
-    if not (0 <= d < len(documents) and 0 <= s <= e):
-        return False
-    source = chunk_text_field(documents[d])
-    return e <= len(source) and source[s:e] == table.text[i]
+#: documents read at a time for the traceability check (a ``DocumentTable`` builds its
+#: ``Document`` objects per slice: one slice per block, not one per chunk)
+TRACE_BLOCK = 65_536
+
+
+def _traced(table: ChunkTable, documents: Sequence[Document]) -> int:
+    """How many chunks are their document's text at their offsets: each document block is
+    read once and its chunks (in document order) checked against it."""
+    n_docs = len(documents)
+    d = np.asarray(table.doc_idx, dtype=np.int64)
+    s = np.asarray(table.start_char, dtype=np.int64)
+    e = np.asarray(table.end_char, dtype=np.int64)
+    order = np.argsort(d, kind="stable")
+    by_doc = d[order]
+    traced = 0
+    for lo in range(0, n_docs, TRACE_BLOCK):
+        hi = min(lo + TRACE_BLOCK, n_docs)
+        a, b = (int(x) for x in np.searchsorted(by_doc, [lo, hi]))
+        if a == b:
+            continue
+        block = documents[lo:hi]
+        for i in order[a:b].tolist():
+            if not 0 <= s[i] <= e[i]:
+                continue
+            source = chunk_text_field(block[d[i] - lo])
+            traced += bool(e[i] <= len(source) and source[s[i]:e[i]] == table.text[i])
+    return traced
 
 
 # --------------------------------------------------------------------------- near-duplicates

@@ -192,3 +192,23 @@ def test_near_duplicates_signatures_on_disk_give_the_same_report(tmp_path) -> No
     t = table([(i % 7, 0, 0, 0, x) for i, x in enumerate(texts + texts[:10])])
     assert near_duplicates(t, scratch=tmp_path) == near_duplicates(t)
     assert (tmp_path / "signatures.npy").is_file()
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 65_536])
+def test_traceability_is_checked_block_by_block_in_any_row_order(
+        block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the check reads each block of documents once (a DocumentTable builds Documents per
+    # slice) and visits chunks in document order: the rows' own order, rows naming no
+    # document (past the end) and bad offsets must not change what it counts
+    import bench.chunking.stats as stats_mod
+    from bench.data.table import DocumentTable
+
+    monkeypatch.setattr(stats_mod, "TRACE_BLOCK", block)
+    rows = [(2, 0, 5, 1, "seven"), (0, 8, 18, 3, "three four"), (9, 0, 1, 1, "o"),
+            (1, 0, 8, 2, "five six"), (0, 0, 3, 1, "xyz"), (4, 0, 1, 1, "x"),
+            (3, 6, 13, 1, "chunked"), (0, 0, 7, 2, "one two"), (1, 5, 2, 1, ""),
+            (3, 0, 5, 1, "never")]
+    plain = [Document(d.doc_id, d.text, title=d.title) for d in DOCS]
+    for docs in (DOCS, DocumentTable.of(plain)):
+        s = chunk_stats(table(rows), docs)
+        assert s.traceability_pct == pytest.approx(100 * 6 / 10), block
