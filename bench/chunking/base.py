@@ -21,6 +21,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.data.base import Document
+from bench.data.table import TextColumn
+
+#: the chunk table's uncompressed Arrow IPC copy beside its Parquet file (memory-mapped)
+ARROW_NAME = "chunks.arrow"
 
 CHUNKS_SCHEMA = pa.schema(
     [
@@ -40,8 +44,9 @@ class ChunkTable:
     start_char: np.ndarray  # int32
     end_char: np.ndarray  # int32
     n_tokens: np.ndarray  # int32, embedder tokens (no special tokens)
-    section: tuple[str, ...]  # section path ("" when the source has none)
-    text: tuple[str, ...]
+    #: a tuple, or a ``TextColumn`` over the memory-mapped artifact (``load``)
+    section: Sequence[str]  # section path ("" when the source has none)
+    text: Sequence[str]
 
     def __len__(self) -> int:
         return len(self.text)
@@ -66,8 +71,22 @@ class ChunkTable:
 
     @classmethod
     def load(cls, path: Path) -> ChunkTable:
-        """The table of ``path``; its strings are read one row group at a time, so the Arrow
-        copy of the texts never sits beside the Python one (at 10M chunks: GBs)."""
+        """The table of ``path``: its Arrow IPC twin (``ARROW_NAME`` beside it) memory-mapped
+        when there is one (the strings then stay in the file's pages, not on the heap: at 10M
+        chunks GBs), else the Parquet file with its strings read one row group at a time."""
+        twin = path.with_name(ARROW_NAME)
+        if twin.is_file():
+            t = pa.ipc.open_file(pa.memory_map(str(twin))).read_all()
+            if not t.schema.equals(CHUNKS_SCHEMA):
+                raise ValueError(f"{twin}: schema {t.schema} is not the chunk table's")
+            return cls(
+                doc_idx=t["doc_idx"].to_numpy(),
+                start_char=t["start_char"].to_numpy(),
+                end_char=t["end_char"].to_numpy(),
+                n_tokens=t["n_tokens"].to_numpy(),
+                section=TextColumn(t["section"]),
+                text=TextColumn(t["text"]),
+            )
         nums = pq.read_table(path, schema=CHUNKS_SCHEMA,
                              columns=["doc_idx", "start_char", "end_char", "n_tokens"])
         section: list[str] = []

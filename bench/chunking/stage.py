@@ -9,9 +9,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.chunking.base import CHUNKS_SCHEMA, Chunker, ChunkTable, Tokenizer
+from bench.chunking.base import ARROW_NAME, CHUNKS_SCHEMA, Chunker, ChunkTable, Tokenizer
 from bench.chunking.stats import ChunkStats, NearDupPair, NearDupReport
 from bench.data.base import Corpus
 from bench.pipeline.lanes import PlanState, params_label
@@ -85,10 +86,13 @@ class ChunkOp(OpTraits):
     def write(self, inputs: ChunkInputs, directory: Path, timing: TimingLog) -> None:
         docs = inputs.corpus.documents
         with timing.measure("total", len(docs)), \
-                pq.ParquetWriter(directory / "chunks.parquet", CHUNKS_SCHEMA) as writer:
+                pq.ParquetWriter(directory / "chunks.parquet", CHUNKS_SCHEMA) as writer, \
+                pa.ipc.new_file(str(directory / ARROW_NAME), CHUNKS_SCHEMA) as twin:
             for lo in range(0, len(docs), self.block):
                 table = self.chunker.chunk(docs[lo : lo + self.block], tokenizer=self.tokenizer)
-                writer.write_table(table.to_arrow(doc_offset=lo))
+                block = table.to_arrow(doc_offset=lo)
+                writer.write_table(block)
+                twin.write_table(block)
 
     def load(self, directory: Path, inputs: ChunkInputs) -> ChunkTable:
         return ChunkTable.load(directory / "chunks.parquet")

@@ -84,11 +84,16 @@ def _traced(table: ChunkTable, documents: Sequence[Document]) -> int:
         if a == b:
             continue
         block = documents[lo:hi]
-        for i in order[a:b].tolist():
+        rows = order[a:b]
+        r0, r1 = int(rows.min()), int(rows.max())
+        # the block's chunks are usually one run of rows: read their texts as one slice
+        texts = table.text[r0 : r1 + 1] if r1 - r0 + 1 == len(rows) else None
+        for i in rows.tolist():
             if not 0 <= s[i] <= e[i]:
                 continue
             source = chunk_text_field(block[d[i] - lo])
-            traced += bool(e[i] <= len(source) and source[s[i]:e[i]] == table.text[i])
+            text = texts[i - r0] if texts is not None else table.text[i]
+            traced += bool(e[i] <= len(source) and source[s[i]:e[i]] == text)
     return traced
 
 

@@ -122,3 +122,55 @@ class DocumentTable(Sequence[Document]):
 
 def _restore(table: pa.Table, title_in_text: bool) -> DocumentTable:
     return DocumentTable(table, title_in_text=title_in_text)
+
+
+class TextColumn(Sequence[str]):
+    """A read-only sequence of the strings of an Arrow string column (a memory-mapped one
+    costs no heap: ``ChunkTable.load``), each built when asked for; slices and iteration
+    convert one block at a time. Equal by value to any sequence of the same strings."""
+
+    __slots__ = ("_col",)
+
+    def __init__(self, column: pa.ChunkedArray | pa.Array) -> None:
+        self._col = column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column])
+
+    def __len__(self) -> int:
+        return len(self._col)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        n = len(self)
+        if isinstance(i, slice):
+            start, stop, step = i.indices(n)
+            if step == 1:
+                return self._col.slice(start, max(0, stop - start)).to_pylist()  # type: ignore[no-any-return]
+            return [self[j] for j in range(start, stop, step)]
+        j = i.__index__()
+        if j < 0:
+            j += n
+        if not 0 <= j < n:
+            raise IndexError(f"row {i} out of range ({n} rows)")
+        return self._col[j].as_py()  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[str]:
+        for start in range(0, len(self), ITER_BLOCK):
+            yield from self[start : start + ITER_BLOCK]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TextColumn):
+            return self._col.equals(other._col)
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return len(self) == len(other) and all(a == b for a, b in
+                                                   zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(len(self))
+
+    def __repr__(self) -> str:
+        return f"TextColumn({len(self):,} strings)"

@@ -17,6 +17,7 @@ from typing import TypeVar
 import numpy as np
 from tqdm.auto import tqdm
 
+from bench.data.table import TextColumn
 from bench.embedding.base import EmbeddingStats
 
 KINDS = ("document", "query")
@@ -59,12 +60,16 @@ def tokenize_once(texts: Sequence[str], encode_block: Callable[[list[str]], list
 
 
 def with_prefix(texts: Sequence[str], *, kind: str, query_prefix: str,
-                document_prefix: str) -> list[str]:
-    """The model inputs for ``kind``: each text with that kind's prefix."""
+                document_prefix: str) -> Sequence[str]:
+    """The model inputs for ``kind``: each text with that kind's prefix. Without a prefix, a
+    ``TextColumn`` (a memory-mapped chunk table's texts) is passed on as it is, its slices
+    being lists: the corpus pass never holds every text as a Python string."""
     if kind not in KINDS:
         raise ValueError(f"kind must be document|query, got {kind!r}")
     prefix = query_prefix if kind == "query" else document_prefix
-    return [prefix + t for t in texts] if prefix else list(texts)
+    if prefix:
+        return [prefix + t for t in texts]
+    return texts if isinstance(texts, TextColumn) else list(texts)
 
 
 def length_order(counts: np.ndarray) -> np.ndarray:

@@ -279,3 +279,23 @@ def test_the_stage_writes_the_one_call_table_block_by_block(chunker: Chunker,
             assert np.array_equal(getattr(got, col), getattr(whole, col)), (block, col)
         assert pq.ParquetFile(folder / "chunks.parquet").num_row_groups == \
             -(-len(docs) // block)
+
+
+def test_the_artifact_loads_memory_mapped_or_from_parquet_alike(tmp_path: Path) -> None:
+    # the stage writes chunks.parquet and its Arrow IPC twin; load maps the twin (texts as a
+    # TextColumn, off the heap) and falls back to the Parquet file (an artifact written
+    # before the twin existed): the same table either way
+    from bench.chunking.base import ARROW_NAME
+    from bench.data.table import TextColumn
+
+    docs = tuple(tricky_docs() * 2)
+    op = ChunkOp(SentenceChunker(max_tokens=4, overlap_sentences=1), TOK, block=3)
+    op.write(ChunkInputs(Corpus("t", docs, "f")), tmp_path, TimingLog("chunk"))
+    mapped = op.load(tmp_path, ChunkInputs(Corpus("t", docs, "f")))
+    assert isinstance(mapped.text, TextColumn) and isinstance(mapped.section, TextColumn)
+    (tmp_path / ARROW_NAME).unlink()
+    plain = op.load(tmp_path, ChunkInputs(Corpus("t", docs, "f")))
+    assert isinstance(plain.text, tuple) and len(plain) == len(mapped) > 0
+    assert mapped.text == plain.text and mapped.section == plain.section
+    for col in ("doc_idx", "start_char", "end_char", "n_tokens"):
+        assert np.array_equal(getattr(mapped, col), getattr(plain, col))

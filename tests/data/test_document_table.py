@@ -58,3 +58,21 @@ def test_the_scale_loader_reads_a_table_with_the_shards_documents(tmp_path: Path
     shards = tuple(d for _, part in iter_shards(tmp_path) for d in part)
     assert ds.documents == shards
     assert ds.fingerprint == Dataset(ds.name, shards, ds.queries).fingerprint
+
+
+def test_a_text_column_is_the_sequence_of_its_strings(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow as pa
+
+    from bench.data.table import TextColumn
+
+    monkeypatch.setattr(table_mod, "ITER_BLOCK", 3)
+    ref = tuple(f"s{i} é😀" if i % 4 else "" for i in range(10))
+    col = TextColumn(pa.chunked_array([pa.array(ref[:4]), pa.array(ref[4:])]))
+    assert len(col) == 10 and list(col) == list(ref) and col == ref and ref == col
+    assert col[0] == ref[0] and col[-1] == ref[-1] and col[5] == ref[5]
+    assert col[2:7] == list(ref[2:7]) and col[::4] == list(ref[::4]) and col[12:] == []
+    with pytest.raises(IndexError):
+        col[10]
+    assert col != ref[:-1] and col == TextColumn(pa.array(ref))
+    back = pickle.loads(pickle.dumps(col))
+    assert back == col
