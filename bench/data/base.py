@@ -119,8 +119,10 @@ class Dataset:
         if not self.fingerprint:
             object.__setattr__(self, "fingerprint", fingerprint(self.documents, self.queries))
 
-    @property
+    @cached_property
     def doc_ids(self) -> list[str]:
+        """Every document's id in row order (computed once: a ``DocumentTable`` builds its
+        strings from the id column)."""
         return doc_ids_of(self.documents)
 
     def doc_index(self) -> dict[str, int]:
@@ -145,13 +147,19 @@ def corpus_fingerprint(documents: Sequence[Document]) -> str:
     return fingerprint(documents, ())
 
 
+def fingerprint_fields(d: Document) -> list[object]:
+    """What a document puts into the fingerprint (its fields, in this order)."""
+    fields: list[object] = [d.doc_id, d.title, d.text, d.tags, d.allowed_roles, d.tenant]
+    if d.title_in_text:  # only then: fingerprints of existing datasets stay as they were
+        fields.append("title_in_text")
+    return fields
+
+
 def fingerprint(documents: Sequence[Document], queries: tuple[Query, ...]) -> str:
     """sha256 over a canonical serialisation of every document and query field."""
     h = hashlib.sha256()
-    for d in documents:
-        fields: list[object] = [d.doc_id, d.title, d.text, d.tags, d.allowed_roles, d.tenant]
-        if d.title_in_text:  # only then: fingerprints of existing datasets stay as they were
-            fields.append("title_in_text")
+    rows = getattr(documents, "fingerprint_rows", None)  # a DocumentTable: from its columns
+    for fields in (rows() if rows is not None else map(fingerprint_fields, documents)):
         h.update(json.dumps(fields, ensure_ascii=False).encode())
         h.update(b"\x00")
     h.update(b"\x01queries\x01")

@@ -14,7 +14,8 @@ of documents: a table equals the tuple of the same documents.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import bisect
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
 import pyarrow as pa
@@ -34,13 +35,16 @@ ITER_BLOCK = 65_536
 class DocumentTable(Sequence[Document]):
     """A read-only sequence of documents over Arrow columns (module docstring)."""
 
-    __slots__ = ("_table", "_title_in_text")
+    __slots__ = ("_batches", "_starts", "_table", "_title_in_text")
 
     def __init__(self, table: pa.Table, *, title_in_text: bool = False) -> None:
         if not table.schema.equals(DOCUMENT_SCHEMA):
             table = table.select(DOCUMENT_SCHEMA.names).cast(DOCUMENT_SCHEMA)
         self._table = table
         self._title_in_text = bool(title_in_text)
+        # one row by its batch (zero-copy views): ~4 us a document, not a slice's ~10 us
+        self._batches = [(b.column(0), b.column(1), b.column(2)) for b in table.to_batches()]
+        self._starts = _starts(len(b[0]) for b in self._batches)
 
     @classmethod
     def of(cls, documents: Sequence[Document]) -> DocumentTable:
@@ -70,6 +74,17 @@ class DocumentTable(Sequence[Document]):
     def __len__(self) -> int:
         return self._table.num_rows
 
+    def fingerprint_rows(self) -> Iterator[list[object]]:
+        """``bench.data.base.fingerprint_fields`` of every document, from the columns (no
+        ``Document`` built): the same lists, so the same fingerprint as the tuple's."""
+        flag = ["title_in_text"] if self._title_in_text else []
+        for start in range(0, len(self), ITER_BLOCK):
+            part = self._table.slice(start, ITER_BLOCK)
+            for i, t, x in zip(part.column("doc_id").to_pylist(),
+                               part.column("title").to_pylist(),
+                               part.column("text").to_pylist(), strict=True):
+                yield [i, t, x, (), (), "", *flag]
+
     def _rows(self, start: int, stop: int) -> tuple[Document, ...]:
         part = self._table.slice(start, max(0, stop - start))
         flag = self._title_in_text
@@ -95,7 +110,10 @@ class DocumentTable(Sequence[Document]):
             j += n
         if not 0 <= j < n:
             raise IndexError(f"document row {i} out of range ({n} documents)")
-        return self._rows(j, j + 1)[0]
+        k = bisect.bisect_right(self._starts, j) - 1
+        (ids, titles, texts), r = self._batches[k], j - self._starts[k]
+        return Document(doc_id=ids[r].as_py(), text=texts[r].as_py(), title=titles[r].as_py(),
+                        title_in_text=self._title_in_text)
 
     def __iter__(self) -> Iterator[Document]:
         for start in range(0, len(self), ITER_BLOCK):
@@ -124,15 +142,25 @@ def _restore(table: pa.Table, title_in_text: bool) -> DocumentTable:
     return DocumentTable(table, title_in_text=title_in_text)
 
 
+def _starts(lengths: Iterable[int]) -> list[int]:
+    """The first row of each piece, for a bisect from a row to its piece."""
+    out = [0]
+    for n in lengths:
+        out.append(out[-1] + n)
+    return out[:-1]
+
+
 class TextColumn(Sequence[str]):
     """A read-only sequence of the strings of an Arrow string column (a memory-mapped one
     costs no heap: ``ChunkTable.load``), each built when asked for; slices and iteration
     convert one block at a time. Equal by value to any sequence of the same strings."""
 
-    __slots__ = ("_col",)
+    __slots__ = ("_chunks", "_col", "_starts")
 
     def __init__(self, column: pa.ChunkedArray | pa.Array) -> None:
         self._col = column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column])
+        self._chunks = self._col.chunks
+        self._starts = _starts(len(c) for c in self._chunks)
 
     def __len__(self) -> int:
         return len(self._col)
@@ -155,7 +183,8 @@ class TextColumn(Sequence[str]):
             j += n
         if not 0 <= j < n:
             raise IndexError(f"row {i} out of range ({n} rows)")
-        return self._col[j].as_py()  # type: ignore[no-any-return]
+        k = bisect.bisect_right(self._starts, j) - 1
+        return self._chunks[k][j - self._starts[k]].as_py()  # type: ignore[no-any-return]
 
     def __iter__(self) -> Iterator[str]:
         for start in range(0, len(self), ITER_BLOCK):

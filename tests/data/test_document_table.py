@@ -36,8 +36,10 @@ def test_a_table_is_the_sequence_of_its_documents(title_in_text: bool,
     assert isinstance(back, DocumentTable) and back == t and hash(back) == hash(t)
 
 
-def test_a_dataset_over_a_table_is_the_dataset_over_the_tuple() -> None:
-    ref = docs(50)
+@pytest.mark.parametrize("title_in_text", [False, True])
+def test_a_dataset_over_a_table_is_the_dataset_over_the_tuple(title_in_text: bool) -> None:
+    # the fingerprint of a table is read from its columns: the same as the tuple's
+    ref = docs(50, title_in_text=title_in_text)
     q = (Query("q1", "text 3", qrels=(("d3", 1),)),)
     a, b = Dataset("x", DocumentTable.of(ref), q), Dataset("x", ref, q)
     assert a.fingerprint == b.fingerprint and a.corpus.fingerprint == b.corpus.fingerprint
