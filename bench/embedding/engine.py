@@ -1,6 +1,8 @@
 """Where the corpus pass of the embedding stage runs (``conf/embedding``).
 
-``embedding=local`` (the default): in this process, ``embedder.encode`` as before.
+``embedding=local`` (the default): in this process, ``embedder.encode`` as before; with
+``embedding.shard_rows=N`` in shards with done markers, as below, encoded here one after the
+other (a resumable pass without Ray).
 
 ``embedding=ray``: the documents are cut into shards of ``shard_rows`` rows and encoded by
 ``workers`` Ray actors (Ray Data ``map_batches`` over a callable class: each actor builds the
@@ -88,20 +90,105 @@ class ConfigRecipe:
 
 @dataclass(frozen=True, kw_only=True)
 class LocalEngine:
-    """The corpus pass in this process."""
+    """The corpus pass in this process.
 
+    shard_rows: null (the default) encodes the corpus in one call, as always; N cuts it into
+    shards of N rows (rounded up to whole batches for a length-batched embedder), each written
+    to ``shards_dir`` with its done marker as it finishes, so a run killed mid-pass (``kill
+    -9``, a full disk, an out-of-memory kill) encodes only the unfinished shards when it is run
+    again. The vectors are the single call's bit for bit (module docstring), so neither option
+    is part of the key. It costs the shards' disk (the vectors' size) until they are assembled.
+    """
+
+    shard_rows: int | None = None
+    shards_dir: str = ".cache/bench/embed_shards"
     embedder: EmbedderRecipe | None = None
+
+    def __post_init__(self) -> None:
+        if self.shard_rows is not None and self.shard_rows < 1:
+            raise OptionError("shard_rows", f"must be >= 1 or null, got {self.shard_rows}")
 
     @property
     def label(self) -> str:
-        return "local"
+        return "local" if self.shard_rows is None else "local, resumable shards"
 
     def check(self, embedder: Embedder) -> None:
-        return None
+        if self.shard_rows is not None:
+            require_shardable(embedder, "embedding.shard_rows")
 
     def encode_documents(self, embedder: Embedder, texts: Sequence[str], *,
                          out: np.ndarray) -> EmbeddingStats:
-        return embedder.encode(texts, kind="document", out=out)
+        if self.shard_rows is None:
+            return embedder.encode(texts, kind="document", out=out)
+        self.check(embedder)
+        assert isinstance(embedder, ShardableEmbedder)
+
+        def run(plan: ShardPlan, todo: Sequence[int], folder: Path) -> None:
+            for s in todo:
+                encode_shard(embedder, folder, s, [texts[int(i)] for i in plan.rows[s]])
+
+        return sharded_pass(embedder, texts, out=out, shard_rows=self.shard_rows,
+                            shards_dir=self.shards_dir, label=self.label, workers=1,
+                            owner="embedding=local", run=run)
+
+
+def require_shardable(embedder: Embedder, key: str) -> None:
+    """A config error unless ``embedder``'s pass can be split bit for bit."""
+    if not isinstance(embedder, ShardableEmbedder):
+        raise ConfigError(key, f"{type(embedder).__name__} cannot be split into "
+                          "shards with the single pass's vectors (embedding=ray and "
+                          "embedding.shard_rows take the in-process embedders: static, onnx, "
+                          "sentence-transformers); use embedding=local without shard_rows")
+
+
+def sharded_pass(embedder: Embedder, texts: Sequence[str], *, out: np.ndarray,
+                 shard_rows: int, shards_dir: str, label: str, workers: int, owner: str,
+                 run: Callable[[ShardPlan, Sequence[int], Path], None]) -> EmbeddingStats:
+    """The corpus pass as shards in ``shards_dir``: the shards without a done marker are
+    encoded by ``run`` (in this process, or over workers), then every shard is copied into
+    ``out`` in row order and the folder removed (module docstring)."""
+    assert isinstance(embedder, ShardableEmbedder)
+    plan = ShardPlan.of(embedder, texts, shard_rows=shard_rows)
+    folder = Path(shards_dir) / pass_key(embedder, texts, plan)
+    folder.mkdir(parents=True, exist_ok=True)
+    dim = embedder.dim
+    todo = [s for s, rows in enumerate(plan.rows)
+            if shard_done(folder, s, len(rows), dim) is None]
+    reused = len(plan.rows) - len(todo)
+    _check_disk(folder, sum(len(plan.rows[s]) for s in todo) * dim * 4, out, owner)
+    t0 = time.perf_counter()
+    if todo:
+        log.info("embed_docs: %d of %d shards to encode over %s (%d done by an earlier run)",
+                 len(todo), len(plan.rows), label, reused)
+        run(plan, todo, folder)
+    wall = time.perf_counter() - t0
+    done: list[dict[str, Any]] = []
+    for s, rows in enumerate(plan.rows):
+        stats = shard_done(folder, s, len(rows), dim)
+        if stats is None:
+            raise BenchError(f"embedding shard {s} of {folder} is missing after the pass")
+        out[rows] = np.load(folder / f"part-{s:05d}.npy")
+        done.append(stats)
+    redone = sum(1 for d in done if int(d.get("attempts", 1)) > 1)
+    result = EmbeddingStats(
+        n_texts=len(texts), n_tokens=int(sum(d["n_tokens"] for d in done)), wall_s=wall,
+        n_truncated=int(sum(d["n_truncated"] for d in done)),
+        n_truncated_tokens=_sum(done, "n_truncated_tokens"),
+        max_tokens=done[0].get("max_tokens") if done else None,
+        workers=workers, shards=len(plan.rows), shards_reused=reused, shards_redone=redone)
+    _remove(folder)
+    return result
+
+
+def _check_disk(folder: Path, need: int, out: np.ndarray, owner: str) -> None:
+    """The shards still to write must fit ``shards_dir``, and with them the artifact's vectors
+    when both are on one file system (a memmap's pages take their bytes as they are written,
+    so the sparse artifact still counts as free space now)."""
+    if isinstance(out, np.memmap) and out.filename and same_disk(Path(out.filename), folder):
+        need += out.nbytes
+    require_free(folder, need, f"{owner}'s shards ({need / 2**20:,.1f} MiB of vectors "
+                               "before they are assembled)",
+                 key="embedding.shards_dir")
 
 
 @dataclass(frozen=True)
@@ -246,11 +333,7 @@ class RayEngine:
 
     def check(self, embedder: Embedder) -> None:
         """A config error unless ``embedder``'s pass can be split bit for bit."""
-        if not isinstance(embedder, ShardableEmbedder):
-            raise ConfigError("embedding", f"{type(embedder).__name__} cannot be split into "
-                              "shards with the single pass's vectors (embedding=ray takes "
-                              "the in-process embedders: static, onnx, sentence-transformers); "
-                              "use embedding=local")
+        require_shardable(embedder, "embedding")
 
     def encode_documents(self, embedder: Embedder, texts: Sequence[str], *,
                          out: np.ndarray) -> EmbeddingStats:
@@ -258,48 +341,10 @@ class RayEngine:
         assert isinstance(embedder, ShardableEmbedder)
         if self.embedder is None:
             raise ValueError("RayEngine needs the embedder's recipe (the pipeline gives it)")
-        plan = ShardPlan.of(embedder, texts, shard_rows=self.shard_rows)
-        folder = Path(self.shards_dir) / pass_key(embedder, texts, plan)
-        folder.mkdir(parents=True, exist_ok=True)
-        dim = embedder.dim
-        todo = [s for s, rows in enumerate(plan.rows)
-                if shard_done(folder, s, len(rows), dim) is None]
-        reused = len(plan.rows) - len(todo)
-        self._check_disk(folder, sum(len(plan.rows[s]) for s in todo) * dim * 4, out)
-        t0 = time.perf_counter()
-        if todo:
-            log.info("embed_docs: %d of %d shards to encode over %s (%d done by an earlier "
-                     "run)", len(todo), len(plan.rows), self.label, reused)
-            self._run(plan, todo, texts, folder, dim)
-        wall = time.perf_counter() - t0
-        done: list[dict[str, Any]] = []
-        for s, rows in enumerate(plan.rows):
-            stats = shard_done(folder, s, len(rows), dim)
-            if stats is None:
-                raise BenchError(f"embedding shard {s} of {folder} is missing after the pass")
-            out[rows] = np.load(folder / f"part-{s:05d}.npy")
-            done.append(stats)
-        redone = sum(1 for d in done if int(d.get("attempts", 1)) > 1)
-        result = EmbeddingStats(
-            n_texts=len(texts), n_tokens=int(sum(d["n_tokens"] for d in done)), wall_s=wall,
-            n_truncated=int(sum(d["n_truncated"] for d in done)),
-            n_truncated_tokens=_sum(done, "n_truncated_tokens"),
-            max_tokens=done[0].get("max_tokens") if done else None,
-            workers=self.workers, shards=len(plan.rows), shards_reused=reused,
-            shards_redone=redone)
-        _remove(folder)
-        return result
-
-    def _check_disk(self, folder: Path, need: int, out: np.ndarray) -> None:
-        """The shards still to write must fit ``shards_dir``, and with them the artifact's
-        vectors when both are on one file system (a memmap's pages take their bytes as they
-        are written, so the sparse artifact still counts as free space now)."""
-        if isinstance(out, np.memmap) and out.filename and \
-                same_disk(Path(out.filename), folder):
-            need += out.nbytes
-        require_free(folder, need, f"embedding=ray's shards ({need / 2**20:,.1f} MiB of "
-                                   "vectors before they are assembled)",
-                     key="embedding.shards_dir")
+        return sharded_pass(
+            embedder, texts, out=out, shard_rows=self.shard_rows, shards_dir=self.shards_dir,
+            label=self.label, workers=self.workers, owner="embedding=ray",
+            run=lambda plan, todo, folder: self._run(plan, todo, texts, folder, embedder.dim))
 
     def _run(self, plan: ShardPlan, todo: Sequence[int], texts: Sequence[str],
              folder: Path, dim: int) -> None:

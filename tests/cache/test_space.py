@@ -69,16 +69,16 @@ def test_ray_shards_count_with_the_sparse_vectors_they_share_a_disk_with(
     until filled, so the artifact's own check saw them as free)."""
     import numpy as np
 
-    from bench.embedding.engine import RayEngine
+    from bench.embedding.engine import _check_disk
 
     shards = tmp_path / "shards"
     shards.mkdir()
     vectors = np.lib.format.open_memmap(tmp_path / "vectors.npy", mode="w+", dtype=np.float32,
                                         shape=(1000, 384))  # 1,536,000 bytes
     _scripted(monkeypatch, tmp_path, MARGIN_BYTES + 2 * 2**20)
-    engine = RayEngine(workers=1, shards_dir=str(shards))
-    engine._check_disk(shards, 1_000_000, np.zeros((1000, 384), np.float32))  # 1 MB: fits
+    # (the check both sharded passes make: embedding=ray, embedding=local with shard_rows)
+    _check_disk(shards, 1_000_000, np.zeros((1000, 384), np.float32), "embedding=ray")  # fits
     with pytest.raises(ConfigError) as exc:  # 1 MB of shards + 1.46 MiB of vectors: not
-        engine._check_disk(shards, 1_000_000, vectors)
+        _check_disk(shards, 1_000_000, vectors, "embedding=ray")
     assert exc.value.key == "embedding.shards_dir"
     assert "embedding=ray's shards (2.4 MiB of vectors" in str(exc.value)
