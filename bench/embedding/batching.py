@@ -59,6 +59,17 @@ def tokenize_once(texts: Sequence[str], encode_block: Callable[[list[str]], list
     return TokenIds(flat, offsets, counts)
 
 
+def merge_stats(parts: Sequence[EmbeddingStats]) -> EmbeddingStats:
+    """One pass's statistics from its blocks' (encoded one after the other): counts and
+    seconds add up, the length limit is the blocks' own."""
+    cut = [p.n_truncated_tokens for p in parts]
+    return EmbeddingStats(
+        n_texts=sum(p.n_texts for p in parts), n_tokens=sum(p.n_tokens for p in parts),
+        wall_s=sum(p.wall_s for p in parts), n_truncated=sum(p.n_truncated for p in parts),
+        n_truncated_tokens=None if any(c is None for c in cut) else sum(c or 0 for c in cut),
+        max_tokens=parts[0].max_tokens if parts else None)
+
+
 def with_prefix(texts: Sequence[str], *, kind: str, query_prefix: str,
                 document_prefix: str) -> Sequence[str]:
     """The model inputs for ``kind``: each text with that kind's prefix. Without a prefix, a

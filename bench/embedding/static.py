@@ -19,9 +19,13 @@ import numpy as np
 
 from bench.config.build import OptionError
 from bench.embedding.base import EmbeddingStats
-from bench.embedding.batching import TokenIds, encode_by_length, with_prefix
+from bench.embedding.batching import TokenIds, encode_by_length, merge_stats, with_prefix
 from bench.embedding.onnx import FastTokenizer, resolve_onnx_path, resolve_tokenizer_file
 from bench.errors import ConfigError, MissingDependencyError
+
+#: texts a call tokenises and encodes at a time (their token ids, about 100 bytes a passage,
+#: are alive together): a 10M-passage corpus pass holds one block's, not the corpus'
+ENCODE_BLOCK = 1 << 20
 
 
 class StaticEmbedder:
@@ -133,6 +137,12 @@ class StaticEmbedder:
         return None
 
     def encode(self, texts: Sequence[str], *, kind: str, out: np.ndarray) -> EmbeddingStats:
+        if len(texts) > ENCODE_BLOCK:
+            # a row's vector does not depend on its batch (shard_order): blocks give the one
+            # call's bits, and only one block's token ids are alive at a time
+            return merge_stats([self.encode(texts[lo : lo + ENCODE_BLOCK], kind=kind,
+                                            out=out[lo : lo + ENCODE_BLOCK])
+                                for lo in range(0, len(texts), ENCODE_BLOCK)])
         inputs = with_prefix(texts, kind=kind, query_prefix=self.query_prefix,
                              document_prefix=self.document_prefix)
         # tokenised once: the counts sort the batches, the kept ids are the model input

@@ -135,3 +135,24 @@ def test_bad_local_options_name_their_key() -> None:
     assert err.value.key == "embedding.shard_rows" and "cannot be split" in str(err.value)
     # without shard_rows a remote embedder is fine locally
     build(_cfg(remote, {"_target_": "bench.embedding.engine.LocalEngine"}), "cpu")
+
+
+def test_the_static_encoder_gives_the_one_call_bits_block_by_block(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a large pass tokenises and encodes ENCODE_BLOCK texts at a time (its token ids then live
+    # one block at a time): the vectors and the counts are the one call's
+    import bench.embedding.static as static_mod
+
+    emb = StaticEmbedder(**STATIC)
+    texts = corpus(100)
+    texts[37] = " ".join(["alpha"] * 400)  # longer than max_seq_length: truncated, counted
+    want = np.zeros((100, emb.dim), dtype=np.float32)
+    one = emb.encode(texts, kind="document", out=want)
+    monkeypatch.setattr(static_mod, "ENCODE_BLOCK", 7)
+    got = np.zeros((100, emb.dim), dtype=np.float32)
+    blocks = emb.encode(texts, kind="document", out=got)
+    assert np.array_equal(got, want)
+    assert (blocks.n_texts, blocks.n_tokens, blocks.n_truncated, blocks.n_truncated_tokens,
+            blocks.max_tokens) == (one.n_texts, one.n_tokens, one.n_truncated,
+                                   one.n_truncated_tokens, one.max_tokens)
+    assert one.n_truncated == 1
