@@ -105,13 +105,8 @@ class DocumentTable(Sequence[Document]):
             if step == 1:
                 return self._rows(start, stop)
             return tuple(self[j] for j in range(start, stop, step))
-        j = i.__index__()
-        if j < 0:
-            j += n
-        if not 0 <= j < n:
-            raise IndexError(f"document row {i} out of range ({n} documents)")
-        k = bisect.bisect_right(self._starts, j) - 1
-        (ids, titles, texts), r = self._batches[k], j - self._starts[k]
+        k, r = _locate(self._starts, i, n)
+        ids, titles, texts = self._batches[k]
         return Document(doc_id=ids[r].as_py(), text=texts[r].as_py(), title=titles[r].as_py(),
                         title_in_text=self._title_in_text)
 
@@ -140,6 +135,18 @@ class DocumentTable(Sequence[Document]):
 
 def _restore(table: pa.Table, title_in_text: bool) -> DocumentTable:
     return DocumentTable(table, title_in_text=title_in_text)
+
+
+def _locate(starts: list[int], i: int, n: int) -> tuple[int, int]:
+    """(piece, row in it) of row ``i`` (negative: from the end) of ``n`` rows cut into
+    pieces starting at ``starts``."""
+    j = i.__index__()
+    if j < 0:
+        j += n
+    if not 0 <= j < n:
+        raise IndexError(f"row {i} out of range ({n} rows)")
+    k = bisect.bisect_right(starts, j) - 1
+    return k, j - starts[k]
 
 
 def _starts(lengths: Iterable[int]) -> list[int]:
@@ -178,13 +185,8 @@ class TextColumn(Sequence[str]):
             if step == 1:
                 return self._col.slice(start, max(0, stop - start)).to_pylist()  # type: ignore[no-any-return]
             return [self[j] for j in range(start, stop, step)]
-        j = i.__index__()
-        if j < 0:
-            j += n
-        if not 0 <= j < n:
-            raise IndexError(f"row {i} out of range ({n} rows)")
-        k = bisect.bisect_right(self._starts, j) - 1
-        return self._chunks[k][j - self._starts[k]].as_py()  # type: ignore[no-any-return]
+        k, r = _locate(self._starts, i, n)
+        return self._chunks[k][r].as_py()  # type: ignore[no-any-return]
 
     def __iter__(self) -> Iterator[str]:
         for start in range(0, len(self), ITER_BLOCK):

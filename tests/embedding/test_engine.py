@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
+from texts import STATIC, corpus
 
 from bench.embedding.base import Embedder, EmbeddingStats
 from bench.embedding.engine import LocalEngine, RayEngine, ShardPlan, pass_key
@@ -26,16 +27,6 @@ from bench.pipeline.node import Node
 
 ray = pytest.importorskip("ray")
 
-STATIC = {"model": "packaged:paraphrase-MiniLM-L3-v2",
-          "tokenizer": "packaged:all-MiniLM-L6-v2"}
-WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota",
-         "kappa", "lambda", "mu", "nu", "xi", "omicron", "pi", "rho", "sigma", "tau"]
-
-
-def corpus(n: int) -> list[str]:
-    """Texts of 1 to 60 words (lengths vary, so length-sorted batches pad differently)."""
-    rng = np.random.default_rng(7)
-    return [" ".join(rng.choice(WORDS, size=int(rng.integers(1, 61)))) for _ in range(n)]
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from omegaconf import DictConfig, OmegaConf
+from texts import STATIC
+from texts import corpus as texts_corpus
 
 from bench.embedding.base import Embedder, EmbeddingStats
 from bench.embedding.engine import LocalEngine, ShardPlan, pass_key
@@ -20,16 +22,9 @@ from bench.embedding.stage import build
 from bench.embedding.static import StaticEmbedder
 from bench.errors import ConfigError
 
-STATIC = {"model": "packaged:paraphrase-MiniLM-L3-v2",
-          "tokenizer": "packaged:all-MiniLM-L6-v2"}
-WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota",
-         "kappa", "lambda", "mu", "nu", "xi", "omicron", "pi", "rho", "sigma", "tau"]
-
 
 def corpus(n: int) -> list[str]:
-    """Texts of 1 to 60 words (lengths vary, so length-sorted batches pad differently)."""
-    rng = np.random.default_rng(11)
-    return [" ".join(rng.choice(WORDS, size=int(rng.integers(1, 61)))) for _ in range(n)]
+    return texts_corpus(n, seed=11)
 
 
 def encode(engine: LocalEngine, emb: Embedder, texts: list[str]
