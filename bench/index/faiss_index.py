@@ -476,8 +476,6 @@ class FaissIndex:
         as ids), written out and dropped; then faiss merges the shards' lists into one
         ``OnDiskInvertedLists`` file (``LISTS_FILE``) in shard order, so every list holds its
         vectors in row order, as an in-memory add leaves them. Returns the file's size."""
-        from faiss.contrib.ondisk import merge_ondisk
-
         shards = directory / "shards"
         shards.mkdir()
         names = []
@@ -491,7 +489,7 @@ class FaissIndex:
             names.append(str(name))
             del shard
             log.info("index: on-disk shard %d: rows %d-%d", s, i0, i1)
-        merge_ondisk(index, names, str(directory / LISTS_FILE))
+        _merge_ondisk(faiss, index, names, str(directory / LISTS_FILE))
         shutil.rmtree(shards)
         return (directory / LISTS_FILE).stat().st_size
 
@@ -504,6 +502,28 @@ class FaissIndex:
         else:
             index = faiss.read_index(str(directory / INDEX_FILE))
         return FaissBuiltIndex(index, self.device, self.num_gpus)
+
+
+def _merge_ondisk(faiss: Any, index: Any, shard_files: list[str], lists_file: str) -> None:
+    """``faiss.contrib.ondisk.merge_ondisk`` without its leak: it disowns the shards' memory-
+    mapped inverted lists so they outlive the merge, and they were never freed, so every
+    shard file stayed mapped (deleted, its disk not given back: 14.4 GiB at 10M vectors)
+    until the process ended. Here the shard indexes own their lists and are dropped once the
+    lists are merged into ``lists_file``; the merge itself is faiss' (``merge_from_multiple``
+    in shard order), so the lists are the same."""
+    shard_indexes = [faiss.read_index(f, faiss.IO_FLAG_MMAP) for f in shard_files]
+    lists = faiss.InvertedListsPtrVector()
+    for shard in shard_indexes:
+        lists.push_back(faiss.extract_index_ivf(shard).invlists)
+    ivf = faiss.extract_index_ivf(index)
+    if index.ntotal != 0:
+        raise ValueError("the on-disk merge fills an empty trained index")
+    merged = faiss.OnDiskInvertedLists(ivf.nlist, ivf.code_size, lists_file)
+    ntotal = merged.merge_from_multiple(lists.data(), lists.size(), False)
+    index.ntotal = ivf.ntotal = ntotal
+    ivf.replace_invlists(merged, True)
+    merged.this.disown()
+    del lists, shard_indexes  # frees the shards' lists: their files are unmapped
 
 
 def gpu_memory_bytes(num_gpus: int | None) -> int | None:
