@@ -120,8 +120,19 @@ def _run_record(run: Path) -> dict[str, Any]:
         "peak_rss_bytes": peak, "disk_bytes": disk,
         # the options the curve is for (the corpus, its path and the cache are not)
         "settings": {"source": "python -m bench", "n_queries": data.get("queries"),
-                     **{k: config.get(k) for k in RUN_SETTINGS}},
+                     **{k: _without_paths(config.get(k)) for k in RUN_SETTINGS}},
     }
+
+
+#: options that say where a stage keeps its scratch files (under each run's own cache_dir),
+#: never what it computes or how fast: not part of a curve's settings
+SCRATCH_PATHS = ("shards_dir",)
+
+
+def _without_paths(option: Any) -> Any:
+    if isinstance(option, Mapping):
+        return {k: v for k, v in option.items() if k not in SCRATCH_PATHS}
+    return option
 
 
 #: the stage options two pipeline runs must share to sit on one curve

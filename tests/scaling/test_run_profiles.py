@@ -45,6 +45,10 @@ def test_three_pipeline_runs_are_a_profile(runs: Path) -> None:
     assert {"chunk", "embed_docs", "index", "exact_topk", "retrieve", "rest"} <= set(
         profile.stages)
     assert not profile.heap_measured and profile.settings["source"] == "python -m bench"
+    # each size ran on its own cache_dir, so the engine's scratch folder differs: not a
+    # setting of the curve (the sizes would be refused as other options)
+    assert profile.settings["embedding"] == {
+        "_target_": "bench.embedding.engine.LocalEngine", "shard_rows": None}
     big = profile.points[-1]
     assert big.dim == 384 and big.n_queries == 40
     # its timed stages and the rest add up to the run's wall time
