@@ -75,34 +75,31 @@ class ChunkTable:
         when there is one (the strings then stay in the file's pages, not on the heap: at 10M
         chunks GBs), else the Parquet file with its strings read one row group at a time."""
         twin = path.with_name(ARROW_NAME)
+        section: Sequence[str]
+        text: Sequence[str]
         if twin.is_file():
-            t = pa.ipc.open_file(pa.memory_map(str(twin))).read_all()
-            if not t.schema.equals(CHUNKS_SCHEMA):
-                raise ValueError(f"{twin}: schema {t.schema} is not the chunk table's")
-            return cls(
-                doc_idx=t["doc_idx"].to_numpy(),
-                start_char=t["start_char"].to_numpy(),
-                end_char=t["end_char"].to_numpy(),
-                n_tokens=t["n_tokens"].to_numpy(),
-                section=TextColumn(t["section"]),
-                text=TextColumn(t["text"]),
-            )
-        nums = pq.read_table(path, schema=CHUNKS_SCHEMA,
-                             columns=["doc_idx", "start_char", "end_char", "n_tokens"])
-        section: list[str] = []
-        text: list[str] = []
-        pf = pq.ParquetFile(path)
-        for g in range(pf.num_row_groups):
-            t = pf.read_row_group(g, columns=["section", "text"])
-            section.extend(t["section"].to_pylist())
-            text.extend(t["text"].to_pylist())
+            nums = pa.ipc.open_file(pa.memory_map(str(twin))).read_all()
+            if not nums.schema.equals(CHUNKS_SCHEMA):
+                raise ValueError(f"{twin}: schema {nums.schema} is not the chunk table's")
+            section, text = TextColumn(nums["section"]), TextColumn(nums["text"])
+        else:
+            nums = pq.read_table(path, schema=CHUNKS_SCHEMA,
+                                 columns=["doc_idx", "start_char", "end_char", "n_tokens"])
+            sections: list[str] = []
+            texts: list[str] = []
+            pf = pq.ParquetFile(path)
+            for g in range(pf.num_row_groups):
+                t = pf.read_row_group(g, columns=["section", "text"])
+                sections.extend(t["section"].to_pylist())
+                texts.extend(t["text"].to_pylist())
+            section, text = tuple(sections), tuple(texts)
         return cls(
             doc_idx=nums["doc_idx"].to_numpy(),
             start_char=nums["start_char"].to_numpy(),
             end_char=nums["end_char"].to_numpy(),
             n_tokens=nums["n_tokens"].to_numpy(),
-            section=tuple(section),
-            text=tuple(text),
+            section=section,
+            text=text,
         )
 
 

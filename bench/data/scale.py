@@ -220,16 +220,22 @@ def read_info(path: str | Path) -> ScaleCorpusInfo:
     return info
 
 
+def _shard_table(root: Path, shard: int, n: int) -> pa.Table:
+    """Shard ``shard`` of the corpus, checked against the manifest's row count ``n``."""
+    f = root / "corpus" / f"part-{shard:05d}.parquet"
+    t = pq.read_table(f, schema=CORPUS_SCHEMA)
+    if t.num_rows != n:
+        raise InputError(f, 0, f"{t.num_rows} rows, the manifest says {n}")
+    return t
+
+
 def iter_shards(path: str | Path) -> Iterator[tuple[int, tuple[Document, ...]]]:
     """(first row, documents) of each shard in order; one shard in memory at a time."""
     root = Path(path)
     info = read_info(root)
     start = 0
     for shard, n in enumerate(info.shard_rows):
-        t = pq.read_table(root / "corpus" / f"part-{shard:05d}.parquet", schema=CORPUS_SCHEMA)
-        if t.num_rows != n:
-            raise InputError(root / "corpus" / f"part-{shard:05d}.parquet", 0,
-                             f"{t.num_rows} rows, the manifest says {n}")
+        t = _shard_table(root, shard, n)
         docs = tuple(Document(doc_id=d, title=ti, text=tx) for d, ti, tx in
                      zip(t["doc_id"].to_pylist(), t["title"].to_pylist(),
                          t["text"].to_pylist(), strict=True))
@@ -273,14 +279,7 @@ def read_corpus_table(path: str | Path) -> pa.Table:
     """The whole corpus as one Arrow table (``CORPUS_SCHEMA``), shard by shard: no Python
     object per document (what ``ScaleDataset`` holds)."""
     root = Path(path)
-    info = read_info(root)
-    parts = []
-    for shard, n in enumerate(info.shard_rows):
-        f = root / "corpus" / f"part-{shard:05d}.parquet"
-        t = pq.read_table(f, schema=CORPUS_SCHEMA)
-        if t.num_rows != n:
-            raise InputError(f, 0, f"{t.num_rows} rows, the manifest says {n}")
-        parts.append(t)
+    parts = [_shard_table(root, shard, n) for shard, n in enumerate(read_info(root).shard_rows)]
     return pa.concat_tables(parts) if parts else CORPUS_SCHEMA.empty_table()
 
 
