@@ -32,12 +32,21 @@ class StageTiming:
 
 @dataclass(frozen=True)
 class ResourceSample:
-    """Peak resource use observed while a stage ran."""
+    """Peak resource use observed while a stage ran.
+
+    ``peak_rss_bytes``: the process's ``ru_maxrss`` when the stage ended (a lifetime
+    high-water mark, file pages of memory-mapped files included). ``heap_peak_bytes``: the
+    highest RssAnon read while the stage ran (what the process allocated itself);
+    ``rss_file_peak_bytes``: the highest RssFile (mapped files' pages, which the kernel may
+    evict). Both None where ``/proc/self/status`` is not there (``bench.telemetry.heap``).
+    """
 
     stage: str
     peak_rss_bytes: int
     peak_vram_bytes: int | None = None
     mean_gpu_util_pct: float | None = None
+    heap_peak_bytes: int | None = None
+    rss_file_peak_bytes: int | None = None
 
 
 @dataclass

@@ -11,6 +11,7 @@ from bench.config.build import OptionError
 from bench.errors import DeviceError, MissingDependencyError
 from bench.telemetry.base import ResourceSample
 from bench.telemetry.basic import peak_rss_bytes
+from bench.telemetry.heap import HeapWatch
 
 
 class NvmlTelemetry:
@@ -35,6 +36,7 @@ class NvmlTelemetry:
         self._nvml = pynvml
         self._interval_s = interval_ms / 1000.0
         self._samples: list[ResourceSample] = []
+        self._heap = HeapWatch()
 
     @contextmanager
     def watch(self, stage: str) -> Iterator[None]:
@@ -51,14 +53,17 @@ class NvmlTelemetry:
                     return
 
         thread = threading.Thread(target=poll, name=f"nvml-{stage}", daemon=True)
+        self._heap.start_stage(stage)
         thread.start()
         try:
             yield
         finally:
             stop.set()
             thread.join()
+            heap = self._heap.stop_stage(stage)
             mean_util = sum(utils) / len(utils) if utils else None
-            self._samples.append(ResourceSample(stage, peak_rss_bytes(), peak[0], mean_util))
+            self._samples.append(ResourceSample(stage, peak_rss_bytes(), peak[0], mean_util,
+                                                heap.heap_peak_bytes, heap.rss_file_peak_bytes))
 
     @property
     def samples(self) -> list[ResourceSample]:

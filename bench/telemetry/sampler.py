@@ -15,6 +15,9 @@ What each figure means (kept apart on purpose — "VRAM needed" is not "VRAM res
 - ``cpu_time_s`` (user + system of this process), ``rss_start_bytes``/``rss_end_bytes``
   (/proc/self/statm) and ``process_peak_rss_bytes`` (``ru_maxrss``: a process-lifetime
   high-water mark, not resettable per stage) are always recorded, GPU or not.
+- ``heap_peak_bytes`` / ``rss_file_peak_bytes``: the highest RssAnon / RssFile of this
+  process while the stage ran (``bench.telemetry.heap``: read at the marks and every
+  ``heap_period_ms`` on a thread of its own, GPU or not); None off Linux.
 
 Without a GPU (or without nvidia-ml-py) the sampler is off and every record says so:
 ``sampler="off"`` with ``sampler_off_reason``; GPU fields are None, never 0.
@@ -39,6 +42,7 @@ from typing import Any
 
 from bench.config.build import OptionError
 from bench.telemetry.base import ResourceSample
+from bench.telemetry.heap import HeapWatch
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,9 @@ class StageTelemetry:
     energy_j: float | None
     torch_peak_allocated_bytes: int | None
     kv_cache_reserved_bytes: int | None
+    heap_peak_bytes: int | None = None
+    rss_file_peak_bytes: int | None = None
+    n_heap_samples: int = 0
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -150,12 +157,14 @@ class StageSampler:
 
     ``reader``: a function returning a :class:`GpuReading` (NVML's by default; tests inject a
     fake). ``reader=None`` with ``off_reason`` turns the sampler off (CPU-only records).
-    ``clock``: seconds, monotonic (perf_counter by default).
+    ``clock``: seconds, monotonic (perf_counter by default). ``heap``: the per-stage heap
+    watch (its own thread, on with or without a GPU).
     """
 
     def __init__(self, *, reader: Reader | None, period_ms: float = 50.0,
                  off_reason: str | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter,
+                 heap: HeapWatch | None = None) -> None:
         if period_ms <= 0:
             raise OptionError("period_ms", f"must be > 0, got {period_ms}")
         self._reader = reader
@@ -170,6 +179,7 @@ class StageSampler:
         self._kv_probe: Callable[[], int | None] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._heap = heap if heap is not None else HeapWatch()
 
     @classmethod
     def for_device(cls, device: str, *, period_ms: float = 50.0,
@@ -235,6 +245,7 @@ class StageSampler:
             if sync_cuda:
                 cuda.synchronize()
             cuda.reset_peak_memory_stats()
+        self._heap.start_stage(stage)
         first = self._mark_reading()
         o = _Open(stage, self._clock(), cpu_time_s(), rss_bytes(), [])
         with self._lock:
@@ -259,6 +270,7 @@ class StageSampler:
                 for each in self._open:
                     each.samples.append(last)
             o = self._open.pop(idx)
+        heap = self._heap.stop_stage(stage)
         rec = StageTelemetry(
             stage=stage, wall_ms=(t1 - o.t0) * 1000.0, cpu_time_s=cpu1 - o.cpu0,
             rss_start_bytes=o.rss0, rss_end_bytes=rss_bytes(),
@@ -268,7 +280,9 @@ class StageSampler:
             **_gpu_figures(o.samples),
             torch_peak_allocated_bytes=(int(cuda.max_memory_allocated())
                                         if cuda is not None else None),
-            kv_cache_reserved_bytes=self._kv_probe() if self._kv_probe is not None else None)
+            kv_cache_reserved_bytes=self._kv_probe() if self._kv_probe is not None else None,
+            heap_peak_bytes=heap.heap_peak_bytes, rss_file_peak_bytes=heap.rss_file_peak_bytes,
+            n_heap_samples=heap.n_heap_samples)
         with self._lock:
             self._records.append(rec)
         return rec
@@ -285,7 +299,9 @@ class StageSampler:
         """The ``telemetry`` entry of run.json: what sampled, and one row per stage."""
         how = (f"nvml every {self.period_ms:g} ms" if self.on
                else f"off ({self.off_reason})")
-        return {"sampler": how, "stages": [r.as_row() for r in self.records]}
+        heap = (f"RssAnon/RssFile every {self._heap.period_ms:g} ms" if self._heap.available
+                else "off (no /proc/self/status)")
+        return {"sampler": how, "heap": heap, "stages": [r.as_row() for r in self.records]}
 
     @property
     def records(self) -> list[StageTelemetry]:
@@ -322,13 +338,14 @@ class SampledTelemetry(StageSampler):
     """
 
     def __init__(self, *, period_ms: float = 50.0, gpu_index: int = 0,
-                 gpu: str = "auto") -> None:
+                 gpu: str = "auto", heap_period_ms: float = 500.0) -> None:
         if gpu not in ("auto", "off"):
             raise OptionError("gpu", f"must be auto or off, got {gpu!r}")
         if gpu_index < 0:
             raise OptionError("gpu_index", f"must be >= 0, got {gpu_index}")
         reader, why = nvml_reader(gpu_index) if gpu == "auto" else (None, "gpu=off")
-        super().__init__(reader=reader, period_ms=period_ms, off_reason=why)
+        super().__init__(reader=reader, period_ms=period_ms, off_reason=why,
+                         heap=HeapWatch(period_ms=heap_period_ms))
 
     def watch(self, stage: str) -> AbstractContextManager[None]:
         self.start()  # idempotent: one thread for the whole run
@@ -337,4 +354,5 @@ class SampledTelemetry(StageSampler):
     @property
     def samples(self) -> list[ResourceSample]:
         return [ResourceSample(r.stage, r.process_peak_rss_bytes, r.gpu_used_peak_bytes,
-                               r.gpu_util_mean_pct) for r in self.records]
+                               r.gpu_util_mean_pct, r.heap_peak_bytes, r.rss_file_peak_bytes)
+                for r in self.records]
