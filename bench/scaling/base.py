@@ -1,8 +1,9 @@
 """The scale planner's records: measured sizes in, predictions and their errors out.
 
 A **profile** is what ``scripts/bench_scale.py`` measured at a few corpus sizes on one machine
-(``scale.json``, or the folder holding it and its ``size-*.json``): per stage its wall seconds
-and peak VmRSS / RssAnon, per artifact its bytes on disk. ``bench.scaling.planner`` fits each
+(``scale.json``, or the folder holding it and its ``size-*.json``), or ``python -m bench`` runs
+(``bench.scaling.profile``): per stage its wall seconds and peak VmRSS / RssAnon (the heap),
+per artifact its bytes on disk. ``bench.scaling.planner`` fits each
 figure against the chunk count and predicts another size; ``validate`` predicts each measured
 size from the sizes at least ``ratio`` times smaller and reports the error.
 
@@ -77,8 +78,11 @@ class Profile:
     cpus: int | None = None
     #: the stages measured at every size, in the order they ran
     stages: tuple[str, ...] = PATH_STAGES
-    #: whether the heap (RssAnon) was measured; a pipeline run records VmRSS peaks only
+    #: whether the heap (RssAnon) was measured at every size; runs recorded before their
+    #: run.json had ``heap_peak_bytes`` give their peak RSS instead (``notes`` says so)
     heap_measured: bool = True
+    #: one line each, shown with every plan and check of the profile
+    notes: tuple[str, ...] = ()
 
     @property
     def chars_per_chunk(self) -> float | None:
@@ -149,6 +153,9 @@ class Prediction:
     #: the memory math of the index at the target (bench.index.memory), when it is known
     index_memory: dict[str, Any] | None = None
     notes: tuple[str, ...] = field(default=())
+    #: the artifacts of ``disk_bytes`` the run reads memory-mapped (the vectors; the index
+    #: when its lists are on disk): their pages are page cache, not heap
+    mapped: tuple[str, ...] = ()
 
     @property
     def seconds(self) -> float:
@@ -156,7 +163,18 @@ class Prediction:
 
     @property
     def peak_anon_bytes(self) -> float:
+        """The heap: what must be resident (an in-memory index is in it)."""
         return max((s.peak_anon_bytes for s in self.stages), default=0.0)
+
+    @property
+    def mapped_bytes(self) -> float:
+        return sum(self.disk_bytes.get(name, 0.0) for name in self.mapped)
+
+    @property
+    def memory_need_bytes(self) -> float:
+        """Heap + the mapped files the run reads: the memory that holds the run without
+        reading a file page twice (RSS is capped by the machine; this is not)."""
+        return self.peak_anon_bytes + self.mapped_bytes
 
     @property
     def disk_total_bytes(self) -> float:
@@ -170,7 +188,8 @@ class Check:
     n_chunks: int
     fitted_on: tuple[int, ...]
     #: figure -> (predicted, measured); figures: seconds.<stage>, seconds.total,
-    #: peak_rss, peak_anon, disk.<artifact>, disk.total
+    #: peak_rss (ru_maxrss), peak_anon (the heap), peak_anon.<stage>, disk.<artifact>,
+    #: disk.total
     figures: dict[str, tuple[float, float]]
 
     @property

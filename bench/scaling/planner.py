@@ -12,7 +12,10 @@ How each figure is extrapolated (``n`` = chunks):
   local power law in n (through the same two sizes), kept to compare against.
 - **peak memory** (VmRSS and RssAnon, per stage and for the process): affine ``base + slope *
   n`` through the same two sizes — a fixed part (interpreter, model, kernels) plus bytes per
-  chunk (the index's vectors, the memmap's pages); the slope is never negative.
+  chunk (the index's vectors, the memmap's pages); the slope is never negative. The heap
+  (RssAnon) is what must be resident; the memory need adds the files the run maps (the
+  vectors, on-disk IVF lists: their predicted disk bytes). RSS counts those files' pages as
+  far as the measuring machine held them, so it is reported, never used for the verdict.
 - **disk** per artifact (chunk shards, vectors, index): affine the same way.
 - **stated figures** (``Stated``): a stage given a rate (items per second on another machine,
   a GPU box) takes ``items / rate`` instead of this machine's fit; the other stages keep this
@@ -265,7 +268,21 @@ def predict(profile: Profile, n_chunks: int, *, n_queries: int | None = None,
                      + "; the others from this profile's machine")
     return Prediction(n_chunks, q, tuple(stages), peak, disk,
                       stated.machine if stated is not None else "this profile's machine",
-                      heap_measured=profile.heap_measured, notes=tuple(notes))
+                      heap_measured=profile.heap_measured,
+                      notes=(*profile.notes, *notes), mapped=mapped_artifacts(profile))
+
+
+#: the artifacts holding the document vectors: the scale script's, a pipeline run's stage
+VECTOR_ARTIFACTS = ("vectors", "embed_docs")
+
+
+def mapped_artifacts(profile: Profile) -> tuple[str, ...]:
+    """The profile's artifacts a run reads memory-mapped: the vectors always, the index when
+    its inverted lists are on disk (an in-memory index is read into the heap)."""
+    index = _faiss_option(profile.settings.get("ann"))
+    names = (*VECTOR_ARTIFACTS, *(("index",) if index is not None and index.on_disk else ()))
+    have = profile.points[-1].disk_bytes if profile.points else {}
+    return tuple(n for n in names if n in have)
 
 
 #: the stages that run with the index in memory (its bytes are in their heap)
@@ -314,17 +331,20 @@ def memory_notes(pred: Prediction, stated: Stated | None, ram_bytes: int | None)
         ram_bytes, where = int(stated.memory_gb * 2**30), f"{stated.machine}'s stated"
     else:
         where = "this machine's"
+    # the heap must be resident; mapped files' pages are evicted and read again when short
     over = next((s for s in pred.stages if ram_bytes and s.peak_anon_bytes > ram_bytes), None)
     if over is not None and ram_bytes:
-        what = "heap" if pred.heap_measured else "RSS (a run records no heap)"
+        what = "heap" if pred.heap_measured else "RSS (the runs recorded no heap)"
         why = ("index.on_disk=true or a compressed index (docs/performance.md)"
                if ROLES.get(over.stage) in ("index", "ann", "exact") else
                "this stage holds the corpus (its chunks, their texts or statistics) in memory")
         out.append(f"the predicted {what} exceeds {where} memory ({ram_bytes / 2**30:.1f} "
                    f"GiB) from {over.stage} on ({over.peak_anon_bytes / 2**30:.1f} GiB): {why}")
-    elif ram_bytes and pred.peak_rss_bytes > ram_bytes:
-        out.append(f"the predicted RSS exceeds {where} memory ({ram_bytes / 2**30:.1f} GiB) "
-                   "only by memory-mapped pages: the kernel evicts them and reads them again")
+    elif ram_bytes and pred.memory_need_bytes > ram_bytes:
+        out.append(f"the predicted heap ({pred.peak_anon_bytes / 2**30:.1f} GiB) fits "
+                   f"{where} memory ({ram_bytes / 2**30:.1f} GiB), the files it maps "
+                   f"({pred.mapped_bytes / 2**30:.1f} GiB: {', '.join(pred.mapped)}) not "
+                   "beside it: the kernel evicts their pages and reads them again")
     return out
 
 
@@ -334,6 +354,7 @@ def figures(pred: Prediction) -> dict[str, float]:
     out["seconds.total"] = pred.seconds
     out["peak_rss"] = pred.peak_rss_bytes
     out["peak_anon"] = pred.peak_anon_bytes
+    out.update({f"peak_anon.{s.stage}": s.peak_anon_bytes for s in pred.stages})
     for name, b in pred.disk_bytes.items():
         out[f"disk.{name}"] = b
     out["disk.total"] = pred.disk_total_bytes
@@ -348,6 +369,8 @@ def measured(point: ScalePoint) -> dict[str, float]:
     out["peak_rss"] = float(point.peak_rss_bytes)
     out["peak_anon"] = float(max(s.peak_anon_bytes for name, s in point.stages.items()
                                  if name != "generate"))
+    out.update({f"peak_anon.{name}": float(s.peak_anon_bytes)
+                for name, s in point.stages.items() if name != "generate"})
     for name, b in point.disk_bytes.items():
         out[f"disk.{name}"] = float(b)
     out["disk.total"] = float(sum(point.disk_bytes.values()))

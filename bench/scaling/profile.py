@@ -3,9 +3,13 @@ or ``python -m bench`` run folders (a folder holding several; one size each).
 
 A pipeline run gives, per stage of its ``timings.parquet``, the seconds it spent computing
 (the samples not served from the cache), ``rest`` = its wall time outside the timed stages
-(scoring, CIs, writers, start-up), the peak VmRSS after each stage (``run.json``'s
-``resources``: the run records no heap, so ``peak_anon`` is that RSS) and the bytes of the
-artifacts it wrote (the cache folders of its misses, where they still exist).
+(scoring, CIs, writers, start-up), per stage of ``run.json``'s ``resources`` the peak VmRSS
+after it (``ru_maxrss``) and its peak heap (``heap_peak_bytes``: RssAnon, ``peak_anon``), and
+the bytes of the artifacts it wrote (the cache folders of its misses, where they still exist).
+A stage without a resources entry (``rest``, the latency pass) takes the run's highest.
+
+A run recorded before runs recorded their heap has no ``heap_peak_bytes``: the profile's heap
+is then every run's RSS (one curve, one kind of figure), and ``Profile.notes`` says so.
 
 A file that is not JSON names its line; a size record without a figure the planner needs names
 the record and the key. Both are ``InputError``: one line, exit 2, before any prediction.
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -98,11 +103,19 @@ def _run_record(run: Path) -> dict[str, Any]:
         raise InputError(where, 0, "not a finished run: no wall_s")
     seconds[REST] = max(float(wall) - sum(seconds.values()), 0.0)
     peaks: dict[str, int] = {}
-    for r in manifest.get("resources") or []:
-        if isinstance(r, Mapping) and isinstance(r.get("peak_rss_bytes"), int):
-            peaks[str(r["stage"])] = max(peaks.get(str(r["stage"]), 0), r["peak_rss_bytes"])
+    heaps: dict[str, int] = {}
+    resources = [r for r in manifest.get("resources") or [] if isinstance(r, Mapping)]
+    for r in resources:
+        stage = str(r.get("stage"))
+        if isinstance(r.get("peak_rss_bytes"), int):
+            peaks[stage] = max(peaks.get(stage, 0), r["peak_rss_bytes"])
+        if isinstance(r.get("heap_peak_bytes"), int):  # None off Linux, absent before #36
+            heaps[stage] = max(heaps.get(stage, 0), r["heap_peak_bytes"])
+    heap_measured = bool(resources) and len(heaps) == len({str(r.get("stage"))
+                                                           for r in resources})
     peak = manifest.get("peak_rss_bytes")
     peak = peak if isinstance(peak, int) else max(peaks.values(), default=0)
+    heap = max(heaps.values(), default=0)
     disk: dict[str, int] = {}
     for e in events:
         folder = Path(str(e.get("path", "")))
@@ -116,8 +129,9 @@ def _run_record(run: Path) -> dict[str, Any]:
         "n_queries": data.get("queries"), "dim": _dim_of(manifest),
         "stages": [{"stage": name, "seconds": s,
                     "peak_rss_bytes": peaks.get(name, peak),
-                    "peak_anon_bytes": peaks.get(name, peak)} for name, s in seconds.items()],
-        "peak_rss_bytes": peak, "disk_bytes": disk,
+                    "peak_anon_bytes": heaps.get(name, heap) if heap_measured
+                    else peaks.get(name, peak)} for name, s in seconds.items()],
+        "peak_rss_bytes": peak, "disk_bytes": disk, "heap_measured": heap_measured,
         # the options the curve is for (the corpus, its path and the cache are not)
         "settings": {"source": "python -m bench", "n_queries": data.get("queries"),
                      **{k: _without_paths(config.get(k)) for k in RUN_SETTINGS}},
@@ -193,7 +207,10 @@ def read_profile(path: str | Path) -> Profile:
     points: dict[int, ScalePoint] = {}
     settings: dict[str, object] | None = None
     cpus = None
+    no_heap: list[str] = []
     for where, rec in records:
+        if rec.get("heap_measured") is False:
+            no_heap.append(where)
         point = _point(where, rec)
         mine = dict(rec["settings"]) if isinstance(rec.get("settings"), Mapping) else {
             k: rec.get(k) for k in SETTINGS}
@@ -210,6 +227,13 @@ def read_profile(path: str | Path) -> Profile:
         raise InputError(source, 0, "the profile has no measured size")
     ordered = tuple(points[n] for n in sorted(points))
     runs = (settings or {}).get("source") == "python -m bench"
+    notes: tuple[str, ...] = ()
+    if no_heap:  # one kind of figure on one curve: every size's RSS
+        ordered = tuple(replace(p, stages={k: replace(s, peak_anon_bytes=s.peak_rss_bytes)
+                                           for k, s in p.stages.items()}) for p in ordered)
+        notes = (f"heap: {len(no_heap)} of {len(records)} runs record no heap_peak_bytes "
+                 f"(run.json before #36; {no_heap[0]}{', ...' if len(no_heap) > 1 else ''}): "
+                 "the heap figures are peak RSS, file pages included",)
     stages: list[str] = []
     for p in ordered:  # in the order they ran; measured at every size
         stages += [name for name in p.stages if name not in stages and name != "generate"]
@@ -217,4 +241,4 @@ def read_profile(path: str | Path) -> Profile:
     if runs:  # a pipeline run's index option is its resolved config: the planner's "ann"
         settings = {**(settings or {}), "ann": (settings or {}).get("index")}
     return Profile(str(source), settings or {}, ordered, cpus, stages=tuple(stages),
-                   heap_measured=not runs)
+                   heap_measured=not no_heap, notes=notes)

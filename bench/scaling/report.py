@@ -33,8 +33,9 @@ def prediction_lines(profile: Profile, pred: Prediction) -> list[str]:
         f"  wall ~{_seconds(pred.seconds)} ("
         + ", ".join(f"{s.stage} {_seconds(s.seconds)}" for s in pred.stages)
         + f"); {top.stage} dominates ({top.seconds / pred.seconds:.0%})",
-        f"  peak RSS ~{_bytes(pred.peak_rss_bytes)} (heap ~{_bytes(pred.peak_anon_bytes)}; "
-        "the rest is memory-mapped vectors, page cache)",
+        f"  memory ~{_bytes(pred.memory_need_bytes)}: {memory_parts(pred)}; peak RSS "
+        f"~{_bytes(pred.peak_rss_bytes)} (counts the mapped files' pages as far as the "
+        "profile's machine held them)",
         "  disk ~" + _bytes(pred.disk_total_bytes) + " ("
         + ", ".join(f"{k} {_bytes(v)}" for k, v in pred.disk_bytes.items()) + ")",
     ]
@@ -45,6 +46,14 @@ def prediction_lines(profile: Profile, pred: Prediction) -> list[str]:
                      f"{_bytes(float(m['peak_bytes']))}")
     lines += [f"  {n}" for n in pred.notes]
     return lines
+
+
+def memory_parts(pred: Prediction) -> str:
+    """The memory need in its parts: the heap (resident) + each mapped file."""
+    heap = "heap" if pred.heap_measured else "RSS as heap (the runs recorded no heap)"
+    parts = [f"{heap} {_bytes(pred.peak_anon_bytes)}"]
+    parts += [f"{name} {_bytes(pred.disk_bytes[name])} mapped" for name in pred.mapped]
+    return " + ".join(parts)
 
 
 def settings_line(settings: dict[str, object]) -> str:
@@ -74,8 +83,9 @@ def prediction_markdown(profile: Profile, pred: Prediction) -> str:
     for s in pred.stages:
         out.append(f"| {s.stage} | {num(s.seconds, spec=',.1f')} | {s.seconds_fit.describe()} | "
                    f"{_bytes(s.peak_rss_bytes)} | {_bytes(s.peak_anon_bytes)} |")
-    out += ["", f"Total: **{_seconds(pred.seconds)}**; peak RSS {_bytes(pred.peak_rss_bytes)} "
-                f"(heap {_bytes(pred.peak_anon_bytes)}); disk {_bytes(pred.disk_total_bytes)} ("
+    out += ["", f"Total: **{_seconds(pred.seconds)}**; memory "
+                f"**{_bytes(pred.memory_need_bytes)}** ({memory_parts(pred)}); peak RSS "
+                f"{_bytes(pred.peak_rss_bytes)}; disk {_bytes(pred.disk_total_bytes)} ("
             + ", ".join(f"{k} {_bytes(v)}" for k, v in pred.disk_bytes.items()) + ")."]
     if pred.index_memory is not None:
         m = pred.index_memory
@@ -101,7 +111,9 @@ def validation_markdown(profile: Profile, checks: Sequence[Check], *, ratio: flo
     out = [f"# Scale planner checked on {profile.source}", "",
            f"Each size predicted from the sizes at least {ratio:g}x smaller (method "
            f"{method}), against what was measured. Error = (predicted - measured) / measured.",
-           ""]
+           "peak_rss: the process' ru_maxrss (mapped files' pages included, capped by the "
+           "machine); peak_anon: the heap (RssAnon), the highest stage's.",
+           *profile.notes, ""]
     if not checks:
         return "\n".join([*out, "No size has two sizes that much smaller to fit on."]) + "\n"
     out += ["| chunks | fitted on | reach | figure | predicted | measured | error |",
@@ -121,12 +133,15 @@ def validation_markdown(profile: Profile, checks: Sequence[Check], *, ratio: flo
 def to_json(profile: Profile, pred: Prediction | None = None,
             checks: Sequence[Check] = ()) -> dict[str, Any]:
     out: dict[str, Any] = {"profile": profile.source, "settings": profile.settings,
-                           "sizes": [p.n_chunks for p in profile.points]}
+                           "sizes": [p.n_chunks for p in profile.points],
+                           "heap_measured": profile.heap_measured, "notes": list(profile.notes)}
     if pred is not None:
         out["prediction"] = {
             "n_chunks": pred.n_chunks, "n_queries": pred.n_queries, "machine": pred.machine,
             "seconds": pred.seconds, "peak_rss_bytes": pred.peak_rss_bytes,
-            "peak_anon_bytes": pred.peak_anon_bytes, "disk_bytes": pred.disk_bytes,
+            "peak_anon_bytes": pred.peak_anon_bytes, "heap_measured": pred.heap_measured,
+            "mapped": list(pred.mapped), "mapped_bytes": pred.mapped_bytes,
+            "memory_need_bytes": pred.memory_need_bytes, "disk_bytes": pred.disk_bytes,
             "stages": [{**asdict(s), "seconds_fit": s.seconds_fit.describe()}
                        for s in pred.stages],
             "index_memory": pred.index_memory, "notes": list(pred.notes)}

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from bench.errors import InputError
 from bench.scaling.__main__ import main
@@ -22,6 +24,7 @@ from bench.scaling.planner import (
     validate,
 )
 from bench.scaling.profile import read_profile
+from bench.scaling.report import prediction_markdown, validation_markdown
 from tests.cli import REPO, in_process
 from tests.scale_profiles import LAWS, MIB, Q, anon, record, write_profile
 
@@ -229,3 +232,52 @@ def test_the_command_line_plans_checks_and_refuses_in_one_line(tmp_path: Path) -
         assert res.returncode == 2, argv
         assert says in res.stderr and "Traceback" not in res.stderr
         assert says in res.stderr.strip().splitlines()[-1]  # argparse: its usage first
+
+
+def test_the_memory_need_is_the_heap_plus_the_files_it_maps(tmp_path: Path) -> None:
+    """An in-memory IVF index is heap; its vectors are mapped. With on-disk lists the index
+    file is mapped too. The verdict reads the heap and the need, never the RSS."""
+    profile = read_profile(write_profile(tmp_path / "p", [10_000, 100_000, 1_000_000]))
+    n = 10_000_000
+    pred = predict(profile, n)
+    assert pred.mapped == ("vectors",)  # conf/index/ivf_flat.yaml: in memory
+    assert pred.mapped_bytes == pytest.approx(1536 * n + 128)
+    assert pred.memory_need_bytes == pytest.approx(anon(n) + 1536 * n + 128)
+    ivf = dict(OmegaConf.to_container(OmegaConf.load(REPO / "conf/index/ivf_flat.yaml")))
+    on_disk = replace(profile, settings={**profile.settings, "ann": {**ivf, "on_disk": True}})
+    disk_pred = predict(on_disk, n)
+    assert disk_pred.mapped == ("vectors", "index")
+    assert disk_pred.memory_need_bytes == pytest.approx(anon(n) + 1536 * n + 128 + 1544 * n)
+    # the heap fits, the mapped files not beside it: said, not refused
+    ram = int(anon(n) + 1536 * n)  # above the heap, below heap + vectors
+    (note,) = memory_notes(pred, None, ram)
+    assert note.startswith(f"the predicted heap ({anon(n) / 2**30:.1f} GiB) fits this "
+                           "machine's memory")
+    assert "the files it maps" in note and "(vectors)" not in note and ": vectors)" in note
+    # the RSS over the memory (its file pages) but the need under it: nothing to say
+    roomy = int(anon(n) + 1536 * n + 129)
+    assert pred.peak_rss_bytes > roomy and memory_notes(pred, None, roomy) == []
+    # the heap over it: the refusal, from the first stage over it
+    (over,) = memory_notes(pred, None, int(anon(n)) - 1)
+    assert over.startswith("the predicted heap exceeds this machine's memory")
+    md = prediction_markdown(profile, pred)
+    need = (anon(n) + 1536 * n + 128) / 2**30
+    assert (f"memory **{need:,.2f} GiB** (heap {anon(n) / 2**30:,.2f} GiB + vectors "
+            f"{(1536 * n + 128) / 2**30:,.2f} GiB mapped)") in md
+
+
+def test_the_validation_reports_the_heap_beside_the_rss(tmp_path: Path) -> None:
+    recs = [record(n) for n in (10_000, 100_000, 1_000_000)]
+    for s in recs[2]["stages"]:  # the 1M size's heap a quarter below its law
+        s["peak_anon_bytes"] = int(0.75 * s["peak_anon_bytes"])
+    (tmp_path / "scale.json").write_text(json.dumps({"results": recs}))
+    profile = read_profile(tmp_path)
+    (check,) = validate(profile)
+    assert check.figures["peak_anon"] == pytest.approx((anon(10**6), int(0.75 * anon(10**6))))
+    assert check.error("peak_anon") == pytest.approx(1 / 0.75 - 1, rel=1e-6)
+    assert check.error("peak_anon.index") == pytest.approx(1 / 0.75 - 1, rel=1e-6)
+    assert check.error("peak_rss") == pytest.approx(0)
+    md = validation_markdown(profile, [check], ratio=10, method="work")
+    assert "| 1,000,000 | 10,000, 100,000 | 10x | peak_anon |" in md
+    assert "| +33.3% |" in md.split("peak_anon |")[1].splitlines()[0]
+    assert "| 10x | peak_rss |" in md

@@ -4,6 +4,8 @@ runs of other options, or whose corpus came from the cache, are refused in one l
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,6 +15,7 @@ from bench.data.scale import write_scale_corpus
 from bench.errors import InputError
 from bench.scaling.planner import predict, validate
 from bench.scaling.profile import read_profile
+from bench.scaling.report import validation_markdown
 from tests.cli import bench_in_process
 
 SIZES = (300, 1000, 3000)
@@ -44,7 +47,8 @@ def test_three_pipeline_runs_are_a_profile(runs: Path) -> None:
     assert [p.n_chunks for p in profile.points] == list(SIZES)  # one chunk per document
     assert {"chunk", "embed_docs", "index", "exact_topk", "retrieve", "rest"} <= set(
         profile.stages)
-    assert not profile.heap_measured and profile.settings["source"] == "python -m bench"
+    assert profile.heap_measured and not profile.notes
+    assert profile.settings["source"] == "python -m bench"
     # each size ran on its own cache_dir, so the engine's scratch folder differs: not a
     # setting of the curve (the sizes would be refused as other options)
     assert profile.settings["embedding"] == {
@@ -52,8 +56,6 @@ def test_three_pipeline_runs_are_a_profile(runs: Path) -> None:
     big = profile.points[-1]
     assert big.dim == 384 and big.n_queries == 40
     # its timed stages and the rest add up to the run's wall time
-    import json
-
     manifest = json.loads((runs / "runs" / "3000" / "run.json").read_text())
     assert sum(s.seconds for s in big.stages.values()) == pytest.approx(manifest["wall_s"])
     # a node is its computation in the cache's log, once, though timings.parquet repeats
@@ -68,10 +70,22 @@ def test_three_pipeline_runs_are_a_profile(runs: Path) -> None:
                   and r["sample_kind"] == "query") / 1000
     assert big.stages["retrieve.latency"].seconds == pytest.approx(latency)
     assert big.peak_rss_bytes == manifest["peak_rss_bytes"]
+    # each stage's heap (RssAnon) beside its RSS: read while it ran, so never above the
+    # process' RSS high-water mark at its end
+    res = manifest["resources"]
+    assert {r["stage"] for r in res} >= {"data", "chunk", "embed_docs", "index"}
+    for r in res:
+        assert 0 < r["heap_peak_bytes"] <= r["peak_rss_bytes"], r
+        assert r["rss_file_peak_bytes"] > 0, r
+    chunk_heap = max(r["heap_peak_bytes"] for r in res if r["stage"] == "chunk")
+    assert big.stages["chunk"].peak_anon_bytes == chunk_heap
+    # a stage without a resources entry (the untimed rest) takes the run's highest heap
+    assert big.stages["rest"].peak_anon_bytes == max(r["heap_peak_bytes"] for r in res)
     # the vectors it wrote: rows x 384 x 4 bytes (+ the .npy header and its small files)
     assert big.disk_bytes["embed_docs"] >= 3000 * 384 * 4
     pred = predict(profile, 30_000)
-    assert pred.seconds > big.stages["chunk"].seconds and not pred.heap_measured
+    assert pred.seconds > big.stages["chunk"].seconds and pred.heap_measured
+    assert pred.mapped == ("embed_docs",)  # the vectors; the in-memory index is heap
     assert {s.stage for s in pred.stages} == set(profile.stages)
     rest = next(s for s in pred.stages if s.stage == "rest")
     assert rest.seconds_fit.kind == "power"  # no work count is known for the untimed rest
@@ -92,3 +106,30 @@ def test_runs_of_other_options_or_from_the_cache_are_refused(runs: Path, tmp_pat
     again = _run(tmp_path, 300, "seed=1", cache="shared")  # the first run's corpus artifacts
     with pytest.raises(InputError, match="its corpus pass came from the cache"):
         read_profile(again)
+
+
+def test_runs_recorded_before_the_heap_fall_back_to_their_rss(runs: Path, tmp_path: Path
+                                                              ) -> None:
+    """A run.json without heap_peak_bytes (recorded before #36): every size's heap is then
+    its RSS (one kind of figure on one curve), said in one line, not refused."""
+    old = tmp_path / "old"
+    for n in SIZES:
+        shutil.copytree(runs / "runs" / str(n), old / str(n))
+    where = old / str(SIZES[0]) / "run.json"
+    manifest = json.loads(where.read_text())
+    manifest["resources"] = [{k: v for k, v in r.items()
+                              if k not in ("heap_peak_bytes", "rss_file_peak_bytes")}
+                             for r in manifest["resources"]]
+    where.write_text(json.dumps(manifest))
+    profile = read_profile(old)
+    assert not profile.heap_measured
+    (note,) = profile.notes
+    assert note.startswith("heap: 1 of 3 runs record no heap_peak_bytes (run.json before #36; ")
+    assert note.endswith("the heap figures are peak RSS, file pages included")
+    for p in profile.points:  # the sizes that recorded it too: one curve
+        assert all(s.peak_anon_bytes == s.peak_rss_bytes for s in p.stages.values())
+    (check,) = validate(profile, ratio=3)
+    md = validation_markdown(profile, [check], ratio=3, method="work")
+    assert note in md.splitlines() and "| peak_anon |" in md
+    pred = predict(profile, 30_000)
+    assert not pred.heap_measured and note in pred.notes
