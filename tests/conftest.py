@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# One folder of dequantised GGUF weights for every test, worker and subprocess: each run on its
+# own cache otherwise dequantised SmolLM2 again (15-20 s of a core each, three times in `make
+# test`). It is keyed by the GGUF's sha256 and written atomically, so no test can read stale
+# or half-written weights; tests of the dequantising itself name their own folder.
+os.environ.setdefault("BENCH_WEIGHTS_DIR", str(Path(__file__).resolve().parents[1]
+                                               / ".pytest_cache" / "bench-weights"))
 
 # On a pytest-xdist worker (`make test`'s parallel pass), the OpenMP/BLAS pools of torch and
 # faiss would each start one thread per core in every worker: on 2 cores, 2 workers x 2 threads
@@ -159,6 +166,22 @@ def pytest_configure(config: pytest.Config) -> None:
         import bench_kernels
 
         bench_kernels.warmup()
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The serial pass (``-m serial``, alone or ``and not slow``) collects only the SERIAL
+    modules: `serial` is given by that list and nothing else, so no other file can hold one,
+    and importing every module only to deselect it cost the pass ~20 s of its ~90 s."""
+    if config.getoption("markexpr", "") not in ("serial", "serial and not slow"):
+        return None
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    root = Path(str(config.rootpath))
+    try:
+        rel = collection_path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return None
+    return rel not in {key.split("::", 1)[0] for key in SERIAL}
 
 
 def _listed(nodeid: str, listed: dict[str, str]) -> bool:
