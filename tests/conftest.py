@@ -12,9 +12,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # One folder of dequantised GGUF weights for every test, worker and subprocess: each run on its
 # own cache otherwise dequantised SmolLM2 again (15-20 s of a core each, three times in `make
 # test`). It is keyed by the GGUF's sha256 and written atomically, so no test can read stale
-# or half-written weights; tests of the dequantising itself name their own folder.
+# or half-written weights. It is the folder test_transformers_cpu's fixture keeps in pytest's
+# cache (`pytestconfig.cache.mkdir("bench-gguf-weights")`), so a clean clone dequantises once.
 os.environ.setdefault("BENCH_WEIGHTS_DIR", str(Path(__file__).resolve().parents[1]
-                                               / ".pytest_cache" / "bench-weights"))
+                                               / ".pytest_cache" / "d" / "bench-gguf-weights"))
 
 # On a pytest-xdist worker (`make test`'s parallel pass), the OpenMP/BLAS pools of torch and
 # faiss would each start one thread per core in every worker: on 2 cores, 2 workers x 2 threads
