@@ -91,6 +91,7 @@ def test_sweep_report_counts_missing_jobs(lanes_run: RunResult, tmp_path: Path) 
 def test_multirun_writes_sweep_report(tmp_path: Path) -> None:
     res = subprocess.run(
         [sys.executable, "-m", "bench", "-m", "dataset=synthetic", f"cache_dir={tmp_path}/c",
+         "embedder=static_l3",  # the sweep report is checked, not an encoder (half the seconds)
          "metrics.bootstrap_resamples=100", "retriever.k=5,10",
          f"hydra.sweep.dir={tmp_path}/sweep"],
         cwd=REPO, capture_output=True, text=True, timeout=600)
