@@ -121,14 +121,15 @@ for _name in ("retrieve_gives_the_runs_ranking_for_every_query",
 
 # Seconds each of the costliest modules took in the parallel pass (pytest --durations=0,
 # summed per module, idle 2-core box, clean clone of 7314274, 2026-12-07; the traffic loop
-# and pipeline_e2e less that day's cuts: its judge step, its bad-config subprocesses).
+# and pipeline_e2e less that day's cuts: its judge step, its bad-config subprocesses; the
+# launchers less their static encoder since).
 # xdist hands whole modules to the workers in collection order, by default with the modules
 # of most tests first, so a 3-test module of several minutes used to start last and run alone
 # at the end. The scheduler below hands out the costliest module first
 # (longest-processing-time order); unlisted modules follow in xdist's order. A stale figure
 # only reorders the queue: no test is added or dropped.
 COST_S: dict[str, float] = {
-    "tests/report/test_launchers.py": 145, "tests/traces/test_traces_traffic.py": 135,
+    "tests/report/test_launchers.py": 95, "tests/traces/test_traces_traffic.py": 135,
     "tests/pipeline/test_capacity_study.py": 107, "tests/serve/test_remote_backends.py": 103,
     "tests/hostile/test_hostile_inputs.py": 65, "tests/embedding/test_engine.py": 63,
     "tests/pipeline/test_generation_plan.py": 62, "tests/pipeline/test_capacity_http.py": 61,
@@ -137,7 +138,7 @@ COST_S: dict[str, float] = {
     "tests/rerank/test_rerank_stage.py": 46, "tests/pipeline/test_pipeline_e2e.py": 43,
     "tests/serve/test_serve_generation.py": 43, "tests/pipeline/test_report_from_files.py": 42,
     "tests/generation/test_transformers_cpu.py": 35, "tests/capacity/test_freshness.py": 35,
-    "tests/index/test_index_memory.py": 35, "tests/config/test_configs.py": 32,
+    "tests/config/test_configs.py": 32,
 }
 
 
