@@ -373,13 +373,17 @@ def _resources(merged: Merged) -> Section:
             continue
         res = r.manifest.get("resources") or []
         if res:
-            sec.tables.append(Table(("run", "stage", "peak RSS MiB", "peak VRAM MiB"), tuple(
-                ((r.name, r.name), (s["stage"], s["stage"]),
-                 cell(s.get("peak_rss_bytes", 0) / 2**20, 0),
-                 cell(None if s.get("peak_vram_bytes") is None
-                    else s["peak_vram_bytes"] / 2**20, 0)) for s in res),
-                (False, False, True, True)))
+            sec.tables.append(Table(
+                ("run", "stage", "peak RSS MiB", "peak heap MiB", "peak VRAM MiB"), tuple(
+                    ((r.name, r.name), (s["stage"], s["stage"]),
+                     _mib(s.get("peak_rss_bytes", 0)), _mib(s.get("heap_peak_bytes")),
+                     _mib(s.get("peak_vram_bytes"))) for s in res),
+                (False, False, True, True, True)))
     return sec
+
+
+def _mib(v: Any) -> Cell:
+    return cell(None if v is None else v / 2**20, 0)
 
 
 def _cell(v: Any) -> Cell:

@@ -84,12 +84,16 @@ class MarkdownReport:
         lines += self._chunks(r)
         lines += ["## Cache", "", "| stage | cache |", "|---|---|"]
         lines += [f"| {k} | {'hit' if v else 'miss'} |" for k, v in r.cache_hits.items()]
-        lines += ["", "## Resources", "", "| stage | peak RSS (MiB) | peak VRAM (MiB) |",
-                  "|---|---:|---:|"]
-        for stage, rss, vram_bytes in _resources_by_stage(r.resources):
+        lines += ["", "## Resources", "",
+                  "| stage | peak RSS (MiB) | peak heap (MiB) | peak VRAM (MiB) |",
+                  "|---|---:|---:|---:|"]
+        for stage, rss, heap_bytes, vram_bytes in _resources_by_stage(r.resources):
+            heap = "-" if heap_bytes is None else f"{heap_bytes / 2**20:.0f}"
             vram = "-" if vram_bytes is None else f"{vram_bytes / 2**20:.0f}"
-            lines.append(f"| {stage} | {rss / 2**20:.0f} | {vram} |")
-        lines.append("")
+            lines.append(f"| {stage} | {rss / 2**20:.0f} | {heap} | {vram} |")
+        lines += ["", "Peak RSS counts the pages of memory-mapped files (vectors, the chunk "
+                  "table, on-disk index lists), which the kernel takes back under pressure; "
+                  "peak heap (RssAnon) is what the process allocated itself.", ""]
         if r.regression is not None:
             lines += r.regression.markdown()
         lines += _cost_section(r)
@@ -565,16 +569,19 @@ def _not_enforced(r: RunReport) -> str:
 
 
 def _resources_by_stage(samples: Sequence[ResourceSample]
-                        ) -> list[tuple[str, int, int | None]]:
-    """One row per stage, in first-seen order: the highest peak RSS and VRAM of its
-    samples (a stage watched twice — the dataset load and its plan node — is one row)."""
-    rows: dict[str, tuple[int, int | None]] = {}
+                        ) -> list[tuple[str, int, int | None, int | None]]:
+    """One row per stage, in first-seen order: the highest peak RSS, heap and VRAM of its
+    samples (a stage watched twice — the dataset load and its plan node — is one row; None:
+    never read, as heap off Linux and VRAM without a GPU)."""
+    def top(a: int | None, b: int | None) -> int | None:
+        return a if b is None else b if a is None else max(a, b)
+
+    rows: dict[str, tuple[int, int | None, int | None]] = {}
     for s in samples:
-        rss, vram = rows.get(s.stage, (0, None))
-        v = s.peak_vram_bytes
-        rows[s.stage] = (max(rss, s.peak_rss_bytes),
-                         vram if v is None else v if vram is None else max(vram, v))
-    return [(stage, rss, vram) for stage, (rss, vram) in rows.items()]
+        rss, heap, vram = rows.get(s.stage, (0, None, None))
+        rows[s.stage] = (max(rss, s.peak_rss_bytes), top(heap, s.heap_peak_bytes),
+                         top(vram, s.peak_vram_bytes))
+    return [(stage, *vals) for stage, vals in rows.items()]
 
 
 def _latency_rows(timings: Sequence[StageTiming]) -> list[str]:

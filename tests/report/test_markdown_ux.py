@@ -46,3 +46,16 @@ def test_resources_list_each_stage_once(report: str) -> None:
     stages = [line.split("|")[1].strip() for line in report[start:].splitlines()
               if line.startswith("| ") and not line.startswith("| stage")]
     assert stages and len(stages) == len(set(stages)) and "data" in stages
+
+
+def test_resources_show_the_heap_beside_rss(report: str) -> None:
+    start = report.index("## Resources")
+    lines = report[start:].splitlines()
+    assert lines[2] == "| stage | peak RSS (MiB) | peak heap (MiB) | peak VRAM (MiB) |"
+    rows = [[c.strip() for c in ln.split("|")[1:-1]] for ln in lines[4:]
+            if ln.startswith("| ")]
+    assert rows and all(len(r) == 4 for r in rows)
+    for stage, rss, heap, vram in rows:
+        assert int(rss) > 0 and heap != "-" and int(heap) > 0, stage  # /proc on Linux
+        assert vram == "-"  # no GPU sampler on this machine
+    assert "peak heap (RssAnon) is what the process allocated itself" in report

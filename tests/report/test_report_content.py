@@ -91,6 +91,22 @@ def test_all_pairs_holm(run_dir: Path) -> None:
     assert c0_c3["n"] == 6
 
 
+def test_resources_show_heap_beside_rss(run_dir: Path) -> None:
+    import json
+
+    manifest = json.loads((run_dir / "run.json").read_text())
+    manifest["resources"] = [{"stage": "data", "peak_rss_bytes": 3 * 2**20,
+                              "heap_peak_bytes": 2 * 2**20, "peak_vram_bytes": None},
+                             {"stage": "chunk", "peak_rss_bytes": 2**20}]  # a run of before
+    (run_dir / "run.json").write_text(json.dumps(manifest))
+    res = next(x for x in content.build(load_runs([run_dir])).sections
+               if x.title == "Resources per stage")
+    table = res.tables[0]
+    assert table.headers == ("run", "stage", "peak RSS MiB", "peak heap MiB", "peak VRAM MiB")
+    assert [c[0] for c in table.rows[0][2:]] == ["3", "2", "-"]
+    assert [c[0] for c in table.rows[1][2:]] == ["1", "-", "-"]
+
+
 def test_telemetry_records_from_run_json_are_shown(run_dir: Path) -> None:
     import json
 
