@@ -47,6 +47,10 @@ SERIAL: dict[str, str] = {
     "tests/capacity/test_driver.py": "20 ms request timeouts and queueing over 2 workers",
     "tests/capacity/test_loadgen.py": "throughput within 20 % of the service rate",
     "tests/capacity/test_study.py": "knee search: levels run and ceiling depend on latency",
+    # failed once in make test-fast (2026-12-08): the dying replica answered its 3 batches
+    # last and was never asked again, so no batch was redone
+    "tests/embedding/test_openai_replicas.py": "which replica takes a batch depends on when "
+                                               "each server thread answers",
     "tests/generation/test_openai_http.py": "end-to-end latency asserted in 300-2000 ms",
     "tests/system/test_hostile_served.py": "deadlines asserted within 1.5 s of slack",
     "tests/system/test_http_client.py": "time to first token asserted >= 90 ms",
