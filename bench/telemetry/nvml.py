@@ -21,7 +21,8 @@ class NvmlTelemetry:
     includes other processes on the card; the report says so.
     """
 
-    def __init__(self, *, gpu_index: int = 0, interval_ms: int = 50) -> None:
+    def __init__(self, *, gpu_index: int = 0, interval_ms: int = 50,
+                 heap_period_ms: float = 500.0) -> None:
         if interval_ms < 1:
             raise OptionError("interval_ms", f"must be >= 1, got {interval_ms}")
         try:
@@ -36,7 +37,7 @@ class NvmlTelemetry:
         self._nvml = pynvml
         self._interval_s = interval_ms / 1000.0
         self._samples: list[ResourceSample] = []
-        self._heap = HeapWatch()
+        self._heap = HeapWatch(period_ms=heap_period_ms)
 
     @contextmanager
     def watch(self, stage: str) -> Iterator[None]:
